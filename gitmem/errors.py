@@ -1,0 +1,122 @@
+"""The exception hierarchy: one root, exit codes on the classes, opaque crypto failures.
+
+Every error gitmem raises on purpose is a :class:`GitMemError`. The CLI maps an exception to its
+process exit code through :attr:`GitMemError.exit_code` alone, so the table in ``docs/cli.md``
+and these classes cannot drift apart.
+"""
+
+from __future__ import annotations
+
+
+class GitMemError(Exception):
+    """Root of every error gitmem raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(GitMemError, ValueError):
+    """An argument is malformed (a bad revision, a bad option value)."""
+
+    exit_code = 2
+
+
+class InvalidPath(UsageError):
+    """A string is not an acceptable memory path; ``reason`` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"The path {printable(path)} is not allowed: {reason}")
+
+
+class NotFound(GitMemError, KeyError):
+    """A memory path or revision does not exist."""
+
+    exit_code = 1
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(what)
+
+    def __str__(self) -> str:
+        # KeyError's __str__ would quote the message.
+        return self.what
+
+
+class PathExists(GitMemError):
+    """A create or rename would overwrite an existing memory path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} already exists")
+
+
+class NotAFile(GitMemError):
+    """A file operation named a directory."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} is a directory, not a file")
+
+
+class NoStore(GitMemError):
+    """There is no gitmem store at the given location."""
+
+    exit_code = 3
+
+
+class KeyMissing(GitMemError):
+    """No key was given and none could be found."""
+
+    exit_code = 4
+
+
+class WrongKey(GitMemError):
+    """The key does not open this store (or is malformed)."""
+
+    exit_code = 4
+
+
+class IntegrityError(GitMemError):
+    """Stored data failed authentication or is malformed: tampering or corruption.
+
+    The message names the object or commit, never key material or plaintext.
+    """
+
+    exit_code = 5
+
+
+class RollbackDetected(GitMemError):
+    """The branch is behind (or beside) the last state this client saw."""
+
+    exit_code = 6
+
+
+class LockTimeout(GitMemError):
+    """Another writer held the store's lock for longer than the timeout."""
+
+    exit_code = 7
+
+
+class FormatVersionError(GitMemError):
+    """The store was written by a format this version of gitmem does not read."""
+
+    exit_code = 8
+
+
+class ConflictError(GitMemError):
+    """The branch moved under a writer in a way it cannot reconcile."""
+
+    exit_code = 1
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters and lone surrogates escaped, for error messages."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -1,0 +1,168 @@
+"""Repository format v1, as ``docs/design.md`` specifies it: names, records, headers, metadata.
+
+Everything that decides what bytes land in the repository is defined here or in ``crypto``; a
+change to any of it is a new format version with a migration, never a silent change.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import FormatVersionError, IntegrityError, NoStore
+
+FORMAT_VERSION = 1
+# Versions this code reads; a store of a newer version is refused rather than misread.
+READABLE_VERSIONS = frozenset({1})
+
+KIND_FILE = "f"
+KIND_DIR = "d"
+HEADER_ENTRY = "h"
+CHUNK_ENTRY_PREFIX = "c"
+ROLE_CHUNK = b"chunk"
+ROLE_HEADER = b"header"
+COMPRESS_NONE = 0
+COMPRESS_ZLIB = 1
+
+_RECORD_AD = b"gitmem/record/v1"
+
+
+def chunk_entry(index: int) -> str:
+    """The tree entry name of a file's ``index``-th chunk (sorts in chunk order)."""
+    return f"{CHUNK_ENTRY_PREFIX}{index:08x}"
+
+
+def record_ad(store_id: bytes, tree: str, parents: tuple[str, ...] | list[str]) -> bytes:
+    """Associated data binding a commit record to its store, tree and parents."""
+    return (
+        _RECORD_AD
+        + store_id
+        + bytes.fromhex(tree)
+        + bytes([len(parents)])
+        + b"".join(bytes.fromhex(p) for p in parents)
+    )
+
+
+@dataclass(frozen=True)
+class Record:
+    """The decrypted content of a commit message: one operation on the memory."""
+
+    seq: int
+    time_ns: int
+    session: str
+    command: str
+    paths: tuple[str, ...]
+    version: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time(self) -> datetime:
+        """The operation's time, timezone-aware UTC."""
+        return datetime.fromtimestamp(self.time_ns / 1e9, tz=timezone.utc)
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON of the record."""
+        body = {
+            "v": FORMAT_VERSION,
+            "seq": self.seq,
+            "time_ns": self.time_ns,
+            "session": self.session,
+            "command": self.command,
+            "paths": list(self.paths),
+            "gitmem": self.version,
+            "detail": self.detail,
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Record:
+        """Parse a decrypted record; :class:`IntegrityError` when it is malformed."""
+        try:
+            body = json.loads(data.decode("utf-8"))
+            if body["v"] not in READABLE_VERSIONS:
+                raise FormatVersionError(f"a commit record has format version {body['v']}")
+            record = cls(
+                seq=int(body["seq"]),
+                time_ns=int(body["time_ns"]),
+                session=str(body["session"]),
+                command=str(body["command"]),
+                paths=tuple(str(p) for p in body["paths"]),
+                version=str(body["gitmem"]),
+                detail=dict(body.get("detail", {})),
+            )
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            raise IntegrityError("a commit record is malformed") from None
+        if record.seq < 1:
+            raise IntegrityError("a commit record has an invalid sequence number")
+        return record
+
+
+def encode_message(sealed: bytes) -> bytes:
+    """A commit message carrying a sealed record (base64, so git tools stay happy)."""
+    return base64.b64encode(sealed)
+
+
+def decode_message(message: bytes) -> bytes:
+    """The sealed record inside a commit message."""
+    try:
+        return base64.b64decode(message.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise IntegrityError("a commit message is not a gitmem record") from None
+
+
+def encode_header(size: int, chunks: int) -> bytes:
+    """Plaintext of a file header: the file's size in bytes and its chunk count."""
+    return json.dumps({"size": size, "chunks": chunks}, separators=(",", ":")).encode()
+
+
+def decode_header(data: bytes) -> tuple[int, int]:
+    """``(size, chunks)`` from a decrypted file header."""
+    try:
+        body = json.loads(data)
+        size, chunks = int(body["size"]), int(body["chunks"])
+    except (ValueError, KeyError, TypeError):
+        raise IntegrityError("a file header is malformed") from None
+    if size < 0 or chunks < 0:
+        raise IntegrityError("a file header is malformed")
+    return size, chunks
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """The store's public metadata (``refs/gitmem/meta``): nothing here is secret."""
+
+    format: int
+    store_id: bytes
+    key_check: bytes
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON of the metadata."""
+        body = {
+            "gitmem": "store",
+            "format": self.format,
+            "store_id": self.store_id.hex(),
+            "key_check": base64.b64encode(self.key_check).decode("ascii"),
+        }
+        return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StoreMeta:
+        """Parse the metadata blob; refuses unknown format versions."""
+        try:
+            body = json.loads(data)
+            if body.get("gitmem") != "store":
+                raise NoStore("the repository's gitmem metadata is not recognised")
+            fmt = int(body["format"])
+            meta = cls(fmt, bytes.fromhex(body["store_id"]), base64.b64decode(body["key_check"]))
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise IntegrityError("the store's metadata is malformed") from None
+        if fmt not in READABLE_VERSIONS:
+            raise FormatVersionError(
+                f"this store has format version {fmt}; this gitmem reads "
+                f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade gitmem)"
+            )
+        return meta

@@ -1,0 +1,278 @@
+"""Blobs, trees, commits, refs, the writer lock and durability; the only module importing pygit2.
+
+Object ids cross this module's boundary as 40-character hex strings so that nothing above it
+depends on pygit2 types. One ``pygit2.Repository`` is kept per thread, since libgit2 repository
+handles are not safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import FileMode, ObjectType, SortMode
+
+from .errors import ConflictError, IntegrityError, LockTimeout, NoStore
+
+# libgit2 does not fsync unless told to; gitmem acknowledges a write only once it is durable.
+pygit2.settings.enable_fsync_gitdir(True)
+# Refuse to write objects that do not parse, and check every object's hash on read, so a
+# corrupted loose object is an error rather than silently different bytes.
+pygit2.settings.enable_strict_object_creation(True)
+pygit2.settings.enable_strict_hash_verification(True)
+
+BRANCH = "refs/heads/main"
+META_REF = "refs/gitmem/meta"
+LOCK_FILE = "gitmem.lock"
+TREE_MODE = int(FileMode.TREE)
+BLOB_MODE = int(FileMode.BLOB)
+# A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
+_SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
+_LOCK_POLL_SECONDS = 0.005
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of a git tree: raw ``name``, ``oid`` (hex) and git ``mode``."""
+
+    name: str
+    oid: str
+    mode: int
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit says: its id, tree id, parent ids and message bytes."""
+
+    oid: str
+    tree: str
+    parents: tuple[str, ...]
+    message: bytes
+
+
+class GitRepo:
+    """A bare git repository, opened lazily once per thread."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str]) -> GitRepo:
+        """Create a bare repository at ``path`` (owner-only) and return it."""
+        target = Path(path)
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(target, 0o700)
+        repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
+        # No reflogs: they would record when and how often refs moved, and nothing needs them.
+        repo.config["core.logAllRefUpdates"] = "false"
+        return cls(target)
+
+    @property
+    def _git(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            try:
+                repo = pygit2.Repository(str(self.path))
+            except pygit2.GitError as exc:
+                raise NoStore(f"no git repository at {self.path}") from exc
+            if not repo.is_bare:
+                raise NoStore(f"{self.path} is not a bare git repository")
+            self._local.repo = repo
+        return repo
+
+    @staticmethod
+    def exists(path: str | os.PathLike[str]) -> bool:
+        """True when ``path`` holds a git repository (gitmem's or not)."""
+        return (Path(path) / "HEAD").is_file() and (Path(path) / "objects").is_dir()
+
+    # -- objects --------------------------------------------------------------------------
+
+    def write_blob(self, data: bytes) -> str:
+        """Store ``data`` as a blob and return its id."""
+        return str(self._git.create_blob(data))
+
+    def read_blob(self, oid: str) -> bytes:
+        """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt or not a blob."""
+        obj = self._object(oid)
+        if obj.type != ObjectType.BLOB:
+            raise IntegrityError(f"object {oid} should be a blob")
+        assert isinstance(obj, pygit2.Blob)
+        return bytes(obj.data)
+
+    def write_tree(self, entries: list[TreeEntry]) -> str:
+        """Store a tree of ``entries`` and return its id."""
+        builder = self._git.TreeBuilder()
+        for entry in entries:
+            builder.insert(entry.name, pygit2.Oid(hex=entry.oid), entry.mode)
+        return str(builder.write())
+
+    def read_tree(self, oid: str) -> list[TreeEntry]:
+        """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
+        obj = self._object(oid)
+        if obj.type != ObjectType.TREE:
+            raise IntegrityError(f"object {oid} should be a tree")
+        assert isinstance(obj, pygit2.Tree)
+        return [TreeEntry(str(e.name), str(e.id), int(e.filemode)) for e in obj]
+
+    def empty_tree(self) -> str:
+        """The id of the empty tree (written, so it exists in this repository)."""
+        return self.write_tree([])
+
+    def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
+        """Store a commit with the neutral identity and time, moving no ref."""
+        oid = self._git.create_commit(
+            None,
+            _SIGNATURE,
+            _SIGNATURE,
+            message,
+            pygit2.Oid(hex=tree),
+            [pygit2.Oid(hex=p) for p in parents],
+        )
+        return str(oid)
+
+    def read_commit(self, oid: str) -> CommitInfo:
+        """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
+        obj = self._object(oid)
+        if obj.type != ObjectType.COMMIT:
+            raise IntegrityError(f"object {oid} should be a commit")
+        assert isinstance(obj, pygit2.Commit)
+        return CommitInfo(
+            oid=oid,
+            tree=str(obj.tree_id),
+            parents=tuple(str(p) for p in obj.parent_ids),
+            message=obj.raw_message,
+        )
+
+    def _object(self, oid: str) -> pygit2.Object:
+        try:
+            return self._git[oid]
+        except KeyError:
+            raise IntegrityError(f"object {oid} is missing from the repository") from None
+        except (ValueError, pygit2.GitError) as exc:
+            raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+
+    def walk(self, head: str) -> Iterator[str]:
+        """Commit ids reachable from ``head``, newest first (topological, then time)."""
+        walker = self._git.walk(pygit2.Oid(hex=head), SortMode.TOPOLOGICAL)
+        for commit in walker:
+            yield str(commit.id)
+
+    def resolve_prefix(self, prefix: str) -> str:
+        """The full id of the unique object whose id starts with ``prefix``."""
+        try:
+            obj = self._git.revparse_single(prefix)
+        except pygit2.AmbiguousError:
+            raise ValueError(f"the revision {prefix} is ambiguous") from None
+        except (KeyError, pygit2.GitError, pygit2.InvalidSpecError):
+            raise KeyError(prefix) from None
+        return str(obj.id)
+
+    def is_descendant(self, commit: str, ancestor: str) -> bool:
+        """True when ``ancestor`` is reachable from ``commit`` (and differs from it)."""
+        return bool(self._git.descendant_of(pygit2.Oid(hex=commit), pygit2.Oid(hex=ancestor)))
+
+    def all_object_ids(self) -> Iterator[str]:
+        """Every object id in the object database, reachable or not."""
+        for oid in self._git.odb:
+            yield str(oid)
+
+    # -- refs -----------------------------------------------------------------------------
+
+    def ref(self, name: str) -> str | None:
+        """The id ``name`` points at, or ``None`` when the ref does not exist."""
+        try:
+            ref = self._git.references[name]
+        except KeyError:
+            return None
+        except pygit2.GitError as exc:
+            raise IntegrityError(f"the ref {name} is corrupt: {exc}") from None
+        target = ref.target
+        if not isinstance(target, pygit2.Oid):
+            raise IntegrityError(f"the ref {name} is symbolic; gitmem refs point at objects")
+        return str(target)
+
+    def create_ref(self, name: str, oid: str) -> None:
+        """Create ``name`` at ``oid``; :class:`ConflictError` if it already exists."""
+        try:
+            self._git.references.create(name, pygit2.Oid(hex=oid))
+        except (pygit2.AlreadyExistsError, ValueError) as exc:
+            raise ConflictError(f"the ref {name} already exists") from exc
+
+    def update_ref(self, name: str, new: str, expected: str | None) -> None:
+        """Move ``name`` to ``new`` only if it still points at ``expected`` (compare-and-swap).
+
+        ``expected=None`` means the ref must not exist yet. Raises :class:`ConflictError` when
+        the ref moved.
+        """
+        if expected is None:
+            self.create_ref(name, new)
+            return
+        try:
+            ref = self._git.references[name]
+        except KeyError:
+            raise ConflictError(f"the ref {name} disappeared during the write") from None
+        if str(ref.target) != expected:
+            raise ConflictError(f"the ref {name} moved during the write")
+        try:
+            ref.set_target(pygit2.Oid(hex=new))
+        except pygit2.GitError as exc:
+            raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
+
+    # -- locking --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write_lock(self, timeout: float) -> Iterator[None]:
+        """Hold the store's exclusive writer lock (an OS file lock) for the block.
+
+        The kernel releases the lock when its holder dies, so while it is held no other gitmem
+        writer can be mid-update: a ``<ref>.lock`` file libgit2 left behind is then provably
+        stale and is removed.
+        """
+        lock_path = self.path / LOCK_FILE
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise LockTimeout(
+                            f"another writer held the lock on {self.path} for over {timeout:g}s"
+                        ) from None
+                    time.sleep(_LOCK_POLL_SECONDS)
+            try:
+                self._clear_stale_ref_locks()
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _clear_stale_ref_locks(self) -> None:
+        for name in (BRANCH, META_REF):
+            stale = self.path / (name + ".lock")
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
+    def fsync_dir(self, relative: str = "") -> None:
+        """fsync a directory of the repository, for metadata written outside libgit2."""
+        fd = os.open(self.path / relative, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

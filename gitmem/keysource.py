@@ -1,0 +1,83 @@
+"""Where a store's key comes from: an argument, ``GITMEM_KEY``, ``GITMEM_KEY_FILE``, or the
+per-user key file that ``gitmem init`` writes for the store's id. Nothing here logs or echoes
+key material; a key file readable by anyone but its owner is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .crypto import decode_key, encode_key
+from .errors import KeyMissing, WrongKey
+
+ENV_KEY = "GITMEM_KEY"
+ENV_KEY_FILE = "GITMEM_KEY_FILE"
+
+
+def config_dir() -> Path:
+    """The per-user configuration directory (``GITMEM_CONFIG_DIR``, else XDG, else ~/.config)."""
+    explicit = os.environ.get("GITMEM_CONFIG_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "gitmem"
+
+
+def user_key_path(store_id: str) -> Path:
+    """The per-user key file of the store with id ``store_id``."""
+    return config_dir() / "keys" / f"{store_id}.key"
+
+
+def read_key_file(path: Path) -> bytes:
+    """The key in ``path``; refuses files other users can read or that do not hold a key."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise KeyMissing(f"the key file {path} does not exist") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise KeyMissing(f"the key file {path} is not a regular file")
+    if info.st_mode & 0o077:
+        raise WrongKey(f"the key file {path} is readable by other users; run: chmod 600 {path}")
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WrongKey(f"the key file {path} cannot be read: {type(exc).__name__}") from None
+    try:
+        return decode_key(text)
+    except WrongKey as exc:
+        raise WrongKey(f"the key file {path}: {exc}") from None
+
+
+def resolve_key(explicit: str | bytes | None, store_id: str | None) -> bytes:
+    """The raw key from the first source that has one, in the documented order."""
+    if explicit is not None:
+        return decode_key(explicit)
+    env_key = os.environ.get(ENV_KEY)
+    if env_key:
+        try:
+            return decode_key(env_key)
+        except WrongKey as exc:
+            raise WrongKey(f"{ENV_KEY}: {exc}") from None
+    env_file = os.environ.get(ENV_KEY_FILE)
+    if env_file:
+        return read_key_file(Path(env_file))
+    if store_id is not None:
+        candidate = user_key_path(store_id)
+        if candidate.exists():
+            return read_key_file(candidate)
+    raise KeyMissing(
+        f"no key given: pass key=..., set {ENV_KEY} to the key text, or set {ENV_KEY_FILE} to "
+        "a file holding it (gitmem.generate_key() or `gitmem init` makes one)"
+    )
+
+
+def write_key_file(path: Path, key: bytes) -> None:
+    """Write ``key`` to a new owner-only file at ``path`` (never overwrites)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(encode_key(key) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,0 +1,612 @@
+"""``MemoryStore``: the versioned, encrypted memory tree. The tool and the CLI both go through it.
+
+Reads take no lock: they read the branch, authenticate the head commit's record (which binds
+the tree id, so git's hashes authenticate everything below it) and compare it with the client's
+high-water mark. Writes hold the store's OS lock, rebuild the changed trees from the head they
+read, commit one encrypted record, and move the branch by compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from . import format as fmt
+from ._version import __version__
+from .crypto import StoreKeys, new_store_id
+from .errors import (
+    ConflictError,
+    GitMemError,
+    IntegrityError,
+    NoStore,
+    NotAFile,
+    NotFound,
+    PathExists,
+    RollbackDetected,
+    UsageError,
+    WrongKey,
+)
+from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
+from .gitrepo import BRANCH, META_REF, GitRepo
+from .highwater import HighWater, Mark
+from .keysource import resolve_key
+from .paths import MemoryPath
+from .textops import Replacement, insert_at, replace_unique
+from .tree import ListEntry, Node, Snapshot, TreeCodec, TreeEditor, decode_text
+
+T = TypeVar("T")
+DEFAULT_LOCK_TIMEOUT = 30.0
+_CAS_RETRIES = 5
+
+
+def new_session_label() -> str:
+    """A unique session label: UTC date and time plus a random suffix."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One commit of the memory, authenticated and decrypted."""
+
+    commit: str
+    parents: tuple[str, ...]
+    tree: str
+    record: Record
+
+    @property
+    def seq(self) -> int:
+        """The operation's sequence number (1 for the first)."""
+        return self.record.seq
+
+    @property
+    def session(self) -> str:
+        """The session label of the writer."""
+        return self.record.session
+
+    @property
+    def command(self) -> str:
+        """The memory command (or ``restore``) the commit records."""
+        return self.record.command
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The memory paths touched; ``(old, new)`` for a rename."""
+        return self.record.paths
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form (fields only ever grow)."""
+        return {
+            "commit": self.commit,
+            "seq": self.record.seq,
+            "time": self.record.time.isoformat().replace("+00:00", "Z"),
+            "session": self.record.session,
+            "command": self.record.command,
+            "paths": list(self.record.paths),
+            "parents": list(self.parents),
+            "gitmem": self.record.version,
+            "detail": self.record.detail,
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What :meth:`MemoryStore.verify` checked and every problem it found."""
+
+    commits: int = 0
+    objects: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed."""
+        return not self.problems
+
+
+class MemoryStore:
+    """An encrypted, versioned memory store in a bare git repository.
+
+    Open one with :meth:`open` (or :meth:`init`). Every mutation is exactly one commit labelled
+    with :attr:`session`; reads are of the branch head unless a revision is given.
+    """
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        keys: StoreKeys,
+        *,
+        session: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        state_dir: Path | None = None,
+        check_rollback: bool = True,
+    ) -> None:
+        self.repo = repo
+        self.keys = keys
+        self.codec = TreeCodec(repo, keys)
+        self.session = session if session is not None else new_session_label()
+        self.lock_timeout = lock_timeout
+        self.high_water: HighWater | None = (
+            HighWater(keys.store_id.hex(), state_dir) if check_rollback else None
+        )
+        self._head: Operation | None = None
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        key: str | bytes | None = None,
+        *,
+        create: bool = False,
+        session: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        state_dir: Path | None = None,
+        check_rollback: bool = True,
+    ) -> MemoryStore:
+        """Open the store at ``path``; with ``create``, make it when nothing is there.
+
+        The key is ``key`` if given, else found as :func:`gitmem.keysource.resolve_key` says.
+        Raises :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`.
+        """
+        target = Path(path)
+        options: dict[str, Any] = {
+            "session": session,
+            "lock_timeout": lock_timeout,
+            "state_dir": state_dir,
+            "check_rollback": check_rollback,
+        }
+        if not GitRepo.exists(target):
+            if not create:
+                raise NoStore(f"no gitmem store at {target}")
+            if target.exists() and (not target.is_dir() or any(target.iterdir())):
+                raise NoStore(f"{target} exists and is not a gitmem store")
+            return cls.init(target, resolve_key(key, None), **options)
+        repo = GitRepo(target)
+        meta = cls._read_meta(repo)
+        if meta is None:
+            if create and repo.ref(BRANCH) is None:
+                # A crash between `git init` and writing the metadata leaves exactly this.
+                return cls.init(target, resolve_key(key, None), **options)
+            raise NoStore(f"{target} is a git repository but not a gitmem store")
+        raw = resolve_key(key, meta.store_id.hex())
+        keys = StoreKeys.derive(raw, meta.store_id)
+        if not keys.matches(meta.key_check):
+            raise WrongKey(f"the key does not open the store at {target}")
+        return cls(repo, keys, **options)
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str], key: str | bytes, **options: Any) -> MemoryStore:
+        """Create a store at ``path`` with ``key`` (or open it if a racing process just did)."""
+        from .crypto import decode_key
+
+        raw = decode_key(key)
+        repo = GitRepo.init(path)
+        with repo.write_lock(options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)):
+            meta = cls._read_meta(repo)
+            if meta is None:
+                meta = StoreMeta(fmt.FORMAT_VERSION, new_store_id(), b"")
+                keys = StoreKeys.derive(raw, meta.store_id)
+                meta = StoreMeta(meta.format, meta.store_id, keys.check_value())
+                repo.create_ref(META_REF, repo.write_blob(meta.to_bytes()))
+        keys = StoreKeys.derive(raw, meta.store_id)
+        if not keys.matches(meta.key_check):
+            raise WrongKey(f"the key does not open the store at {path}")
+        return cls(repo, keys, **options)
+
+    @staticmethod
+    def _read_meta(repo: GitRepo) -> StoreMeta | None:
+        oid = repo.ref(META_REF)
+        if oid is None:
+            return None
+        return StoreMeta.from_bytes(repo.read_blob(oid))
+
+    @property
+    def path(self) -> Path:
+        """The repository's directory."""
+        return self.repo.path
+
+    @property
+    def store_id(self) -> str:
+        """The store's random id (hex); it names the key file and the high-water mark."""
+        return self.keys.store_id.hex()
+
+    # -- the head -------------------------------------------------------------------------
+
+    def _operation(self, oid: str) -> Operation:
+        info = self.repo.read_commit(oid)
+        ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
+        try:
+            sealed = fmt.decode_message(info.message)
+            record = Record.from_bytes(self.keys.open_record(sealed, ad))
+        except IntegrityError:
+            raise IntegrityError(
+                f"commit {oid} failed authentication (forged, altered or spliced)"
+            ) from None
+        return Operation(oid, info.parents, info.tree, record)
+
+    def head_operation(self) -> Operation | None:
+        """The authenticated head of the branch, or None for an empty store.
+
+        Raises :class:`IntegrityError` if it fails authentication and
+        :class:`RollbackDetected` if it is behind what this client saw before.
+        """
+        oid = self.repo.ref(BRANCH)
+        cached = self._head
+        if cached is not None and cached.commit == oid:
+            return cached
+        if oid is None:
+            self._check_rollback(None)
+            return None
+        op = self._operation(oid)
+        self._check_rollback(op)
+        self._head = op
+        return op
+
+    def head(self) -> str | None:
+        """The id of the authenticated head commit, or None for an empty store."""
+        op = self.head_operation()
+        return None if op is None else op.commit
+
+    def _check_rollback(self, op: Operation | None) -> None:
+        if self.high_water is None:
+            return
+        mark = self.high_water.read()
+        if mark is None:
+            if op is not None:
+                self.high_water.advance(Mark(op.commit, op.seq))
+            return
+        if op is None:
+            raise RollbackDetected(
+                f"the store's branch is gone, but this client has seen operation #{mark.seq} "
+                f"({mark.commit[:12]}); if that is intended, run `gitmem accept-head`"
+            )
+        if op.commit == mark.commit:
+            return
+        behind = op.seq <= mark.seq
+        if not behind:
+            try:
+                behind = not self.repo.is_descendant(op.commit, mark.commit)
+            except Exception:  # the seen commit is gone: the history was replaced
+                behind = True
+        if behind:
+            raise RollbackDetected(
+                f"the store's branch is at operation #{op.seq} ({op.commit[:12]}), which does "
+                f"not follow operation #{mark.seq} ({mark.commit[:12]}) that this client has "
+                "already seen: the repository was rolled back or replaced; if that is "
+                "intended, run `gitmem accept-head`"
+            )
+        self.high_water.advance(Mark(op.commit, op.seq))
+
+    def accept_head(self) -> Operation | None:
+        """Trust the branch as it is now (after a deliberate rollback); returns the head."""
+        oid = self.repo.ref(BRANCH)
+        op = None if oid is None else self._operation(oid)
+        if self.high_water is not None:
+            self.high_water.reset(None if op is None else Mark(op.commit, op.seq))
+        self._head = op
+        return op
+
+    # -- reading --------------------------------------------------------------------------
+
+    def snapshot(self, rev: str | None = None) -> Snapshot:
+        """A read-only view of the memory at ``rev`` (default: the head)."""
+        if rev is None:
+            op = self.head_operation()
+            return Snapshot(self.codec, None if op is None else op.tree)
+        return Snapshot(self.codec, self._operation(self.resolve(rev)).tree)
+
+    def kind(self, path: MemoryPath, rev: str | None = None) -> str | None:
+        """``"f"``, ``"d"`` or None for what is at ``path``."""
+        node = self.snapshot(rev).lookup(path)
+        return None if node is None else node.kind
+
+    def read_text(self, path: MemoryPath, rev: str | None = None) -> str:
+        """The text of file ``path``; :class:`NotFound` or :class:`NotAFile` otherwise."""
+        return self.snapshot(rev).read_text(path)
+
+    def listing(self, path: MemoryPath, rev: str | None = None, depth: int = 2) -> list[ListEntry]:
+        """The rows Claude's ``view`` shows for directory ``path``."""
+        return self.snapshot(rev).listing(path, depth)
+
+    def files(self, rev: str | None = None) -> dict[str, str]:
+        """Every file's text, by path (for export, tests and comparisons)."""
+        snap = self.snapshot(rev)
+        return {
+            str(p): decode_text(self.codec.read_file(n.oid), p) for p, n in snap.files().items()
+        }
+
+    def directories(self, rev: str | None = None) -> list[str]:
+        """Every directory's path (the root excluded)."""
+        return [str(p) for p, n in self.snapshot(rev).walk() if n.kind == KIND_DIR]
+
+    # -- revisions and history ------------------------------------------------------------
+
+    def resolve(self, rev: str) -> str:
+        """The commit id ``rev`` names: ``HEAD``, ``HEAD~N``, ``HEAD^``, a (prefix of a) commit id.
+
+        Only commits in the branch's history count. Raises :class:`UsageError` when ``rev``
+        names nothing or more than one commit.
+        """
+        head = self.head()
+        if head is None:
+            raise UsageError(f"unknown revision {rev!r}: the store has no history yet")
+        text = rev.strip()
+        base, steps = text, 0
+        if "~" in text:
+            base, _, count = text.partition("~")
+            if count and not count.isdigit():
+                raise UsageError(f"unknown revision {rev!r}")
+            steps = int(count) if count else 1
+        while base.endswith("^"):
+            base, steps = base[:-1], steps + 1
+        commit = head if base in ("HEAD", "@", "") else self._resolve_id(base, rev, head)
+        for _ in range(steps):
+            parents = self.repo.read_commit(commit).parents
+            if not parents:
+                raise UsageError(f"unknown revision {rev!r}: history is not that long")
+            commit = parents[0]
+        return commit
+
+    def _resolve_id(self, prefix: str, rev: str, head: str) -> str:
+        if not (4 <= len(prefix) <= 40) or any(c not in "0123456789abcdef" for c in prefix.lower()):
+            raise UsageError(f"unknown revision {rev!r}")
+        try:
+            commit = self.repo.resolve_prefix(prefix.lower())
+        except KeyError:
+            raise UsageError(f"unknown revision {rev!r}") from None
+        except ValueError:
+            raise UsageError(f"ambiguous revision {rev!r}: give more digits") from None
+        if commit != head and not self.repo.is_descendant(head, commit):
+            raise UsageError(f"unknown revision {rev!r}: not in the memory's history")
+        return commit
+
+    def log(self, rev: str | None = None) -> Iterator[Operation]:
+        """Every operation reachable from ``rev`` (default: the head), newest first."""
+        start = self.head() if rev is None else self.resolve(rev)
+        if start is None:
+            return
+        for oid in self.repo.walk(start):
+            yield self._operation(oid)
+
+    def operation(self, rev: str) -> Operation:
+        """The authenticated operation ``rev`` names."""
+        return self._operation(self.resolve(rev))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _transact(
+        self,
+        command: str,
+        paths: list[str],
+        edit: Callable[[TreeEditor], T],
+        detail: dict[str, Any] | None = None,
+    ) -> tuple[Operation, T]:
+        """Run ``edit`` on the head's tree under the lock and commit the result as one op."""
+        with self.repo.write_lock(self.lock_timeout):
+            for _ in range(_CAS_RETRIES):
+                head = self.head_operation()
+                editor = TreeEditor(self.codec, None if head is None else head.tree)
+                result = edit(editor)
+                tree = editor.write()
+                try:
+                    op = self._commit(tree, head, command, paths, detail or {})
+                except ConflictError:
+                    # Only a non-gitmem process can move the ref while we hold the lock; redo
+                    # the edit on whatever it left, which is checked like any other head.
+                    continue
+                return op, result
+            raise ConflictError("the branch kept moving during the write; nothing was written")
+
+    def _commit(
+        self,
+        tree: str,
+        head: Operation | None,
+        command: str,
+        paths: list[str],
+        detail: dict[str, Any],
+    ) -> Operation:
+        parents = () if head is None else (head.commit,)
+        record = Record(
+            seq=1 if head is None else head.seq + 1,
+            time_ns=time.time_ns(),
+            session=self.session,
+            command=command,
+            paths=tuple(paths),
+            version=__version__,
+            detail=detail,
+        )
+        ad = fmt.record_ad(self.keys.store_id, tree, parents)
+        message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
+        commit = self.repo.write_commit(tree, list(parents), message)
+        self.repo.update_ref(BRANCH, commit, None if head is None else head.commit)
+        op = Operation(commit, parents, tree, record)
+        self._head = op
+        if self.high_water is not None:
+            self.high_water.advance(Mark(commit, op.seq))
+        return op
+
+    def create(self, path: MemoryPath, text: str, *, overwrite: bool = False) -> Operation:
+        """Write a new file (parents made as needed); :class:`PathExists` if something is there."""
+        data = text.encode("utf-8")
+
+        def edit(tree: TreeEditor) -> None:
+            existing = tree.kind(path)
+            if existing == KIND_DIR or (existing == KIND_FILE and not overwrite):
+                raise PathExists(str(path))
+            tree.put_file(path, data)
+
+        return self._transact("create", [str(path)], edit)[0]
+
+    def str_replace(self, path: MemoryPath, old: str, new: str) -> tuple[Operation, Replacement]:
+        """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
+
+        def edit(tree: TreeEditor) -> Replacement:
+            content = decode_text(tree.read_bytes(path), path)
+            result = replace_unique(content, old, new)
+            tree.put_file(path, result.text.encode("utf-8"))
+            return result
+
+        return self._transact("str_replace", [str(path)], edit)
+
+    def insert(self, path: MemoryPath, line: int, text: str) -> Operation:
+        """Insert ``text`` after line ``line`` of file ``path`` (0 = at the top)."""
+
+        def edit(tree: TreeEditor) -> None:
+            content = decode_text(tree.read_bytes(path), path)
+            tree.put_file(path, insert_at(content, line, text).encode("utf-8"))
+
+        return self._transact("insert", [str(path)], edit)[0]
+
+    def delete(self, path: MemoryPath) -> Operation:
+        """Delete file or directory ``path`` (recursively); the root cannot be deleted."""
+        if path.is_root:
+            raise UsageError("Cannot delete the /memories directory itself")
+        return self._transact("delete", [str(path)], lambda tree: tree.remove(path))[0]
+
+    def rename(self, old: MemoryPath, new: MemoryPath) -> Operation:
+        """Move ``old`` to ``new`` (parents made as needed); never overwrites."""
+        if old.is_root:
+            raise UsageError("Cannot rename the /memories directory itself")
+
+        def edit(tree: TreeEditor) -> None:
+            if tree.kind(new) is not None:
+                raise PathExists(str(new))
+            if tree.kind(old) is None:
+                raise NotFound(str(old))
+            if new.is_within(old):
+                raise UsageError(f"Cannot move {old} into itself")
+            tree.move(old, new)
+
+        return self._transact("rename", [str(old), str(new)], edit)[0]
+
+    def restore(self, rev: str) -> Operation:
+        """Make the memory equal to its state at ``rev``, as one new commit (``restore``)."""
+        target = self.operation(rev)
+        with self.repo.write_lock(self.lock_timeout):
+            head = self.head_operation()
+            before = Snapshot(self.codec, None if head is None else head.tree)
+            after = Snapshot(self.codec, target.tree)
+            changed = changed_files(before, after)
+            detail = {"from": target.commit, "from_seq": target.seq}
+            return self._commit(target.tree, head, "restore", changed, detail)
+
+    # -- verification ---------------------------------------------------------------------
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
+        """Authenticate every commit and decrypt every object reachable from any of them."""
+        report = VerifyReport()
+        try:
+            head = self.repo.ref(BRANCH)
+        except GitMemError as exc:
+            report.problems.append(str(exc))
+            return report
+        if head is None:
+            return report
+        try:
+            self.head_operation()
+        except RollbackDetected as exc:
+            report.problems.append(str(exc))
+        except IntegrityError:
+            pass  # reported below with the other commits
+        seqs: dict[str, int] = {}
+        parents_of: dict[str, tuple[str, ...]] = {}
+        seen_dirs: set[tuple[str, MemoryPath]] = set()
+        seen_files: set[str] = set()
+        stack, visited = [head], set()
+        while stack:
+            oid = stack.pop()
+            if oid in visited:
+                continue
+            visited.add(oid)
+            try:
+                op = self._operation(oid)
+            except GitMemError as exc:
+                report.problems.append(f"commit {oid}: {exc}")
+                continue
+            report.commits += 1
+            if progress is not None:
+                progress(report.commits)
+            seqs[oid], parents_of[oid] = op.seq, op.parents
+            stack.extend(op.parents)
+            self._verify_dir(op.tree, MemoryPath(()), oid, seen_dirs, seen_files, report)
+        for oid, parents in parents_of.items():
+            known = [seqs[p] for p in parents if p in seqs]
+            if len(known) == len(parents) and seqs[oid] != max(known, default=0) + 1:
+                report.problems.append(
+                    f"commit {oid}: its sequence number does not follow its parents"
+                )
+        report.objects = report.commits + len(seen_dirs) + len(seen_files)
+        return report
+
+    def _verify_dir(
+        self,
+        oid: str,
+        path: MemoryPath,
+        commit: str,
+        seen_dirs: set[tuple[str, MemoryPath]],
+        seen_files: set[str],
+        report: VerifyReport,
+    ) -> None:
+        if (oid, path) in seen_dirs:
+            return
+        seen_dirs.add((oid, path))
+        try:
+            children = self.codec.load_dir(oid, path).nodes
+        except GitMemError as exc:
+            report.problems.append(f"commit {commit[:12]}, directory {path}: {exc}")
+            return
+        for name, child in children.items():
+            child_path = path.child(name)
+            if child.kind == KIND_DIR:
+                self._verify_dir(child.oid, child_path, commit, seen_dirs, seen_files, report)
+            elif child.oid not in seen_files:
+                seen_files.add(child.oid)
+                try:
+                    decode_text(self.codec.read_file(child.oid), child_path)
+                except GitMemError as exc:
+                    report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
+
+
+def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
+    """Paths of the files that differ between two snapshots (added, removed or changed), sorted."""
+    changed: list[str] = []
+    _diff_dirs(
+        before,
+        after,
+        MemoryPath(()),
+        before.lookup(MemoryPath(())),
+        after.lookup(MemoryPath(())),
+        changed,
+    )
+    return sorted(changed)
+
+
+def _diff_dirs(
+    before: Snapshot,
+    after: Snapshot,
+    path: MemoryPath,
+    a: Node | None,
+    b: Node | None,
+    out: list[str],
+) -> None:
+    if a is not None and b is not None and a.kind == b.kind and a.oid == b.oid:
+        return
+    a_dir = a is not None and a.kind == KIND_DIR
+    b_dir = b is not None and b.kind == KIND_DIR
+    if a is not None and b is not None and not a_dir and not b_dir:
+        out.append(str(path))
+        return
+    if (a is not None and not a_dir) or (b is not None and not b_dir):
+        out.append(str(path))
+    a_children = before.children(path, a) if a is not None and a_dir else {}
+    b_children = after.children(path, b) if b is not None and b_dir else {}
+    for name in sorted(set(a_children) | set(b_children)):
+        _diff_dirs(before, after, path.child(name), a_children.get(name), b_children.get(name), out)
+
+
+__all__ = ["MemoryStore", "NotAFile", "NotFound", "Operation", "PathExists", "VerifyReport"]

@@ -1,0 +1,338 @@
+"""``GitMemoryTool`` and ``AsyncGitMemoryTool``: the memory tool's exact strings over a store.
+
+Every error reaches the tool runner as a ``ToolError`` carrying the text Claude is trained on
+(``memory-tool-contract.md``); nothing else escapes, and a refused command writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.types.beta import (
+    BetaCacheControlEphemeralParam,
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+    BetaMemoryTool20250818ViewCommand,
+)
+from anyio.to_thread import run_sync
+
+from . import paths
+from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError, printable
+from .render import TooManyLines, edit_snippet, view_directory, view_file
+from .store import DEFAULT_LOCK_TIMEOUT, MemoryStore
+from .textops import InvalidInsertLine, MultipleMatches, TextNotFound
+
+log = logging.getLogger("gitmem")
+T = TypeVar("T")
+
+# The fields each command needs, with their types; `view_range` is checked on its own.
+_FIELDS: dict[str, dict[str, type]] = {
+    "view": {"path": str},
+    "create": {"path": str, "file_text": str},
+    "str_replace": {"path": str, "old_str": str, "new_str": str},
+    "insert": {"path": str, "insert_line": int, "insert_text": str},
+    "delete": {"path": str},
+    "rename": {"old_path": str, "new_path": str},
+}
+
+
+def check_input(data: object) -> None:
+    """Refuse a tool input with a missing or mistyped field or an unknown command."""
+    if not isinstance(data, dict):
+        raise ToolError("Error: the memory tool input must be an object")
+    command = data.get("command")
+    if not isinstance(command, str) or command not in _FIELDS:
+        known = ", ".join(_FIELDS)
+        raise ToolError(f"Error: Unknown command {printable(repr(command))}; use one of: {known}")
+    for name, kind in _FIELDS[command].items():
+        if name not in data:
+            raise ToolError(f"Error: the {command} command needs the `{name}` parameter")
+        value = data[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ToolError(
+                f"Error: the `{name}` parameter of {command} must be "
+                f"{'an integer' if kind is int else 'a string'}"
+            )
+    if command == "view" and data.get("view_range") is not None:
+        view_range = data["view_range"]
+        if (
+            not isinstance(view_range, list)
+            or len(view_range) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
+        ):
+            raise ToolError("Error: `view_range` must be a list of two integers [start, end]")
+
+
+class MemoryCommands:
+    """The six commands as plain methods returning the contract's text or raising ToolError."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    @staticmethod
+    def _path(raw: str) -> paths.MemoryPath:
+        try:
+            return paths.parse(raw)
+        except InvalidPath as exc:
+            raise ToolError(f"Error: {exc}") from None
+
+    def view(self, path: str, view_range: list[int] | None) -> str:
+        """The text of ``view``."""
+        target = self._path(path)
+        snap = self.store.snapshot()
+        node = snap.lookup(target)
+        if node is None:
+            raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
+        if node.kind == "d":
+            return view_directory(path, str(target), snap.listing(target))
+        try:
+            return view_file(path, snap.read_text(target), view_range)
+        except TooManyLines as exc:
+            raise ToolError(str(exc)) from None
+
+    def create(self, path: str, file_text: str) -> str:
+        """The text of ``create``."""
+        target = self._path(path)
+        try:
+            self.store.create(target, file_text)
+        except PathExists:
+            raise ToolError(f"Error: File {path} already exists") from None
+        except NotAFile as exc:
+            raise ToolError(
+                f"Error: Cannot create {path}: {exc.path} is a file, not a directory"
+            ) from None
+        return f"File created successfully at: {path}"
+
+    def str_replace(self, path: str, old_str: str, new_str: str) -> str:
+        """The text of ``str_replace``."""
+        target = self._path(path)
+        try:
+            _, result = self.store.str_replace(target, old_str, new_str)
+        except (NotFound, NotAFile):
+            raise ToolError(
+                f"Error: The path {path} does not exist. Please provide a valid path."
+            ) from None
+        except TextNotFound:
+            raise ToolError(
+                f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
+                f"in {path}."
+            ) from None
+        except MultipleMatches as exc:
+            raise ToolError(
+                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in "
+                f"lines: {', '.join(map(str, exc.lines))}. Please ensure it is unique"
+            ) from None
+        return edit_snippet(result.text, result.changed_line)
+
+    def insert(self, path: str, insert_line: int, insert_text: str) -> str:
+        """The text of ``insert``."""
+        target = self._path(path)
+        try:
+            self.store.insert(target, insert_line, insert_text)
+        except (NotFound, NotAFile):
+            raise ToolError(f"Error: The path {path} does not exist") from None
+        except InvalidInsertLine as exc:
+            raise ToolError(
+                f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within "
+                f"the range of lines of the file: [0, {exc.n_lines}]"
+            ) from None
+        return f"The file {path} has been edited."
+
+    def delete(self, path: str) -> str:
+        """The text of ``delete``."""
+        target = self._path(path)
+        if target.is_root:
+            raise ToolError("Error: Cannot delete the /memories directory itself")
+        try:
+            self.store.delete(target)
+        except NotFound:
+            raise ToolError(f"Error: The path {path} does not exist") from None
+        return f"Successfully deleted {path}"
+
+    def rename(self, old_path: str, new_path: str) -> str:
+        """The text of ``rename``."""
+        old, new = self._path(old_path), self._path(new_path)
+        if old.is_root:
+            raise ToolError("Error: Cannot rename the /memories directory itself")
+        try:
+            self.store.rename(old, new)
+        except PathExists:
+            raise ToolError(f"Error: The destination {new_path} already exists") from None
+        except NotFound:
+            raise ToolError(f"Error: The path {old_path} does not exist") from None
+        except NotAFile as exc:
+            raise ToolError(
+                f"Error: Cannot rename to {new_path}: {exc.path} is a file, not a directory"
+            ) from None
+        except UsageError as exc:
+            raise ToolError(f"Error: {exc}") from None
+        return f"Successfully renamed {old_path} to {new_path}"
+
+    def run(self, action: Callable[[], T]) -> T:
+        """Run ``action``, turning every failure into a ToolError (and logging the unexpected)."""
+        try:
+            return action()
+        except ToolError:
+            raise
+        except GitMemError as exc:
+            raise ToolError(f"Error: {exc}") from None
+        except Exception as exc:
+            log.exception("gitmem: unexpected failure in a memory command")
+            raise ToolError(
+                f"Error: gitmem failed unexpectedly ({type(exc).__name__}); the memory is "
+                "unchanged unless a later view shows otherwise"
+            ) from None
+
+
+def _open(
+    repo: str | os.PathLike[str],
+    key: str | bytes | None,
+    session: str | None,
+    lock_timeout: float,
+    state_dir: str | os.PathLike[str] | None,
+) -> MemoryStore:
+    return MemoryStore.open(
+        repo,
+        key,
+        create=True,
+        session=session,
+        lock_timeout=lock_timeout,
+        state_dir=None if state_dir is None else Path(state_dir),
+    )
+
+
+class GitMemoryTool(BetaAbstractMemoryTool):
+    """Claude's memory tool backed by an encrypted git store; a drop-in for the SDK's tools.
+
+    ``repo`` is a bare repository path, created on first use. ``key`` is the text from
+    :func:`gitmem.generate_key` (or 32 bytes); when None it comes from ``GITMEM_KEY``, then the
+    file named by ``GITMEM_KEY_FILE``, then the per-user key file of an existing store.
+    ``session`` labels every commit this instance makes (unique per instance when None).
+    """
+
+    def __init__(
+        self,
+        repo: str | os.PathLike[str],
+        *,
+        key: str | bytes | None = None,
+        session: str | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        state_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.store = _open(repo, key, session, lock_timeout, state_dir)
+        self._commands = MemoryCommands(self.store)
+
+    @property
+    def session(self) -> str:
+        """The label on every commit this tool makes."""
+        return self.store.session
+
+    def call(self, input: object) -> str:
+        """Validate ``input`` and run the command; every failure is a ToolError."""
+        check_input(input)
+        result = super().call(input)
+        assert isinstance(result, str)
+        return result
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        """Show a file with line numbers or a directory listing."""
+        return self._commands.run(lambda: self._commands.view(command.path, command.view_range))
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        """Create a new file."""
+        return self._commands.run(lambda: self._commands.create(command.path, command.file_text))
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        """Replace unique text in a file."""
+        c = self._commands
+        return c.run(lambda: c.str_replace(command.path, command.old_str, command.new_str))
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        """Insert text at a line."""
+        c = self._commands
+        return c.run(lambda: c.insert(command.path, command.insert_line, command.insert_text))
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        """Delete a file or directory."""
+        return self._commands.run(lambda: self._commands.delete(command.path))
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        """Rename or move a file or directory."""
+        c = self._commands
+        return c.run(lambda: c.rename(command.old_path, command.new_path))
+
+
+class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
+    """The async twin of :class:`GitMemoryTool`; git and crypto work runs on worker threads."""
+
+    def __init__(
+        self,
+        repo: str | os.PathLike[str],
+        *,
+        key: str | bytes | None = None,
+        session: str | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        state_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self.store = _open(repo, key, session, lock_timeout, state_dir)
+        self._commands = MemoryCommands(self.store)
+
+    @property
+    def session(self) -> str:
+        """The label on every commit this tool makes."""
+        return self.store.session
+
+    async def call(self, input: object) -> str:
+        """Validate ``input`` and run the command off the event loop."""
+        check_input(input)
+        result = await super().call(input)
+        assert isinstance(result, str)
+        return result
+
+    async def _run(self, action: Callable[[], str]) -> str:
+        return await run_sync(self._commands.run, action)
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        """Show a file with line numbers or a directory listing."""
+        return await self._run(lambda: self._commands.view(command.path, command.view_range))
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        """Create a new file."""
+        return await self._run(lambda: self._commands.create(command.path, command.file_text))
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        """Replace unique text in a file."""
+        c = self._commands
+        return await self._run(
+            lambda: c.str_replace(command.path, command.old_str, command.new_str)
+        )
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        """Insert text at a line."""
+        c = self._commands
+        return await self._run(
+            lambda: c.insert(command.path, command.insert_line, command.insert_text)
+        )
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        """Delete a file or directory."""
+        return await self._run(lambda: self._commands.delete(command.path))
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        """Rename or move a file or directory."""
+        return await self._run(lambda: self._commands.rename(command.old_path, command.new_path))
+
+
+__all__ = ["AsyncGitMemoryTool", "GitMemoryTool", "MemoryCommands", "check_input"]

@@ -1,0 +1,423 @@
+"""The encrypted memory tree: reading a committed tree and editing a copy of it.
+
+A directory is a git tree whose entries are encrypted names (kind + AES-SIV, the parent path
+bound in). A file is a git tree holding an encrypted header blob (``h``) and its encrypted chunk
+blobs (``c00000000``, ...). Nothing here trusts a tree it is handed: every name, mode and blob is
+authenticated as it is read, and anything else is an :class:`IntegrityError`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from . import chunking
+from .crypto import StoreKeys
+from .errors import IntegrityError, NotAFile, NotFound, PathExists
+from .format import (
+    CHUNK_ENTRY_PREFIX,
+    COMPRESS_NONE,
+    COMPRESS_ZLIB,
+    HEADER_ENTRY,
+    KIND_DIR,
+    KIND_FILE,
+    ROLE_CHUNK,
+    ROLE_HEADER,
+    chunk_entry,
+    decode_header,
+    encode_header,
+)
+from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
+from .paths import MEMORIES_ROOT, MemoryPath
+
+# Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
+# goes stale, and repeated `view`s of an unchanged store skip all name decryption.
+_CACHE_LIMIT = 4096
+# Names that a listing (as Claude sees it) leaves out, besides dot-files.
+EXCLUDED_NAMES = frozenset({"node_modules"})
+
+
+@dataclass(frozen=True)
+class Node:
+    """A committed entry: ``kind`` is ``f`` (file) or ``d`` (directory); ``oid`` its git tree."""
+
+    kind: str
+    oid: str
+
+
+@dataclass
+class _Loaded:
+    nodes: dict[str, Node]
+    sealed: dict[str, str]
+
+
+class TreeCodec:
+    """Encrypts and decrypts directory and file trees of one store."""
+
+    def __init__(self, repo: GitRepo, keys: StoreKeys) -> None:
+        self.repo = repo
+        self.keys = keys
+        self._dirs: dict[tuple[str, MemoryPath], _Loaded] = {}
+        self._sizes: dict[str, int] = {}
+
+    # -- directories ----------------------------------------------------------------------
+
+    def load_dir(self, oid: str, path: MemoryPath) -> _Loaded:
+        """Decrypt every entry of directory tree ``oid`` found at ``path``."""
+        key = (oid, path)
+        cached = self._dirs.get(key)
+        if cached is not None:
+            return cached
+        parent = str(path)
+        loaded = _Loaded({}, {})
+        for entry in self.repo.read_tree(oid):
+            if entry.mode != TREE_MODE:
+                raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
+            try:
+                name, kind = self.keys.open_name(entry.name, parent)
+            except IntegrityError:
+                raise IntegrityError(
+                    f"an entry name in directory {parent} failed authentication (tree {oid})"
+                ) from None
+            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in loaded.nodes:
+                raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+            loaded.nodes[name] = Node(kind, entry.oid)
+            loaded.sealed[name] = entry.name
+        if len(self._dirs) >= _CACHE_LIMIT:
+            self._dirs.clear()
+        self._dirs[key] = loaded
+        return loaded
+
+    def write_dir(self, path: MemoryPath, nodes: dict[str, Node], sealed: dict[str, str]) -> str:
+        """Write a directory tree; ``sealed`` holds known entry names to reuse."""
+        parent = str(path)
+        entries = []
+        for name, node in nodes.items():
+            raw = sealed.get(name)
+            if raw is None or raw[:1] != node.kind:
+                raw = self.keys.seal_name(name, parent, node.kind)
+            entries.append(TreeEntry(raw, node.oid, TREE_MODE))
+        return self.repo.write_tree(entries)
+
+    def reseal_dir(self, oid: str, old: MemoryPath, new: MemoryPath) -> str:
+        """Rewrite directory ``oid`` from ``old`` to ``new``: names bind their parent path."""
+        if old == new:
+            return oid
+        loaded = self.load_dir(oid, old)
+        nodes = {
+            name: (
+                Node(KIND_DIR, self.reseal_dir(node.oid, old.child(name), new.child(name)))
+                if node.kind == KIND_DIR
+                else node
+            )
+            for name, node in loaded.nodes.items()
+        }
+        return self.write_dir(new, nodes, {})
+
+    # -- files ----------------------------------------------------------------------------
+
+    def write_file(self, data: bytes) -> str:
+        """Store ``data`` as a file tree (header + chunks) and return the tree id."""
+        chunks = chunking.split(data, self.keys.chunker_seed)
+        entries = [TreeEntry(HEADER_ENTRY, self._write_header(len(data), len(chunks)), BLOB_MODE)]
+        for index, chunk in enumerate(chunks):
+            entries.append(TreeEntry(chunk_entry(index), self._write_chunk(chunk), BLOB_MODE))
+        oid = self.repo.write_tree(entries)
+        self._sizes[oid] = len(data)
+        return oid
+
+    def _write_header(self, size: int, chunks: int) -> str:
+        sealed = self.keys.seal_blob(encode_header(size, chunks), ROLE_HEADER)
+        return self.repo.write_blob(sealed)
+
+    def _write_chunk(self, chunk: bytes) -> str:
+        packed = zlib.compress(chunk, 6)
+        body = (
+            bytes([COMPRESS_ZLIB]) + packed
+            if len(packed) < len(chunk)
+            else bytes([COMPRESS_NONE]) + chunk
+        )
+        return self.repo.write_blob(self.keys.seal_blob(body, ROLE_CHUNK))
+
+    def _file_entries(self, oid: str) -> tuple[int, list[TreeEntry]]:
+        entries = self.repo.read_tree(oid)
+        if not entries or any(e.mode != BLOB_MODE for e in entries):
+            raise IntegrityError(f"file tree {oid} is malformed")
+        header = [e for e in entries if e.name == HEADER_ENTRY]
+        chunks = sorted(
+            (e for e in entries if e.name.startswith(CHUNK_ENTRY_PREFIX)), key=lambda e: e.name
+        )
+        if len(header) != 1 or len(chunks) + 1 != len(entries):
+            raise IntegrityError(f"file tree {oid} is malformed")
+        try:
+            plain = self.keys.open_blob(self.repo.read_blob(header[0].oid), ROLE_HEADER)
+        except IntegrityError:
+            raise IntegrityError(f"the header of file tree {oid} failed authentication") from None
+        size, count = decode_header(plain)
+        if count != len(chunks) or [e.name for e in chunks] != [
+            chunk_entry(i) for i in range(count)
+        ]:
+            raise IntegrityError(f"file tree {oid} does not match its header")
+        return size, chunks
+
+    def file_size(self, oid: str) -> int:
+        """The plaintext size of file tree ``oid``, from its header alone."""
+        size = self._sizes.get(oid)
+        if size is None:
+            size, _ = self._file_entries(oid)
+            if len(self._sizes) >= _CACHE_LIMIT:
+                self._sizes.clear()
+            self._sizes[oid] = size
+        return size
+
+    def read_file(self, oid: str) -> bytes:
+        """The plaintext of file tree ``oid``, authenticated chunk by chunk."""
+        size, chunks = self._file_entries(oid)
+        parts = [self._read_chunk(e.oid) for e in chunks]
+        data = b"".join(parts)
+        if len(data) != size:
+            raise IntegrityError(f"file tree {oid} does not have the size its header states")
+        return data
+
+    def _read_chunk(self, oid: str) -> bytes:
+        try:
+            body = self.keys.open_blob(self.repo.read_blob(oid), ROLE_CHUNK)
+        except IntegrityError:
+            raise IntegrityError(f"chunk {oid} failed authentication") from None
+        if body[:1] == bytes([COMPRESS_NONE]):
+            return body[1:]
+        if body[:1] == bytes([COMPRESS_ZLIB]):
+            try:
+                return zlib.decompress(body[1:])
+            except zlib.error:
+                raise IntegrityError(f"chunk {oid} does not decompress") from None
+        raise IntegrityError(f"chunk {oid} has an unknown compression method")
+
+
+def decode_text(data: bytes, path: MemoryPath) -> str:
+    """A file's bytes as text; memory files are UTF-8 by construction."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise IntegrityError(f"{path} is not valid UTF-8") from None
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    """One row of a directory listing: path relative to the listed directory, kind, size."""
+
+    relative: str
+    kind: str
+    size: int
+
+
+class Snapshot:
+    """A read-only view of one committed tree (``root`` None = the empty memory)."""
+
+    def __init__(self, codec: TreeCodec, root: str | None) -> None:
+        self.codec = codec
+        self.root = root
+
+    def lookup(self, path: MemoryPath) -> Node | None:
+        """The node at ``path``, or None; the root always exists."""
+        if self.root is None:
+            return Node(KIND_DIR, "") if path.is_root else None
+        node = Node(KIND_DIR, self.root)
+        current = MemoryPath(())
+        for name in path.parts:
+            if node.kind != KIND_DIR:
+                return None
+            found = self.codec.load_dir(node.oid, current).nodes.get(name)
+            if found is None:
+                return None
+            node, current = found, current.child(name)
+        return node
+
+    def children(self, path: MemoryPath, node: Node) -> dict[str, Node]:
+        """The entries of directory ``node`` at ``path``."""
+        if not node.oid:
+            return {}
+        return self.codec.load_dir(node.oid, path).nodes
+
+    def read_bytes(self, path: MemoryPath) -> bytes:
+        """The content of file ``path``; :class:`NotFound` / :class:`NotAFile` otherwise."""
+        node = self.lookup(path)
+        if node is None:
+            raise NotFound(str(path))
+        if node.kind != KIND_FILE:
+            raise NotAFile(str(path))
+        return self.codec.read_file(node.oid)
+
+    def read_text(self, path: MemoryPath) -> str:
+        """The content of file ``path`` as text."""
+        return decode_text(self.read_bytes(path), path)
+
+    def listing(self, path: MemoryPath, depth: int = 2) -> list[ListEntry]:
+        """Entries up to ``depth`` levels below directory ``path``, as Claude's ``view`` lists.
+
+        Sorted by name within each directory, each directory followed by its contents; names
+        starting with ``.`` and ``node_modules`` are left out with everything below them.
+        """
+        node = self.lookup(path)
+        if node is None:
+            raise NotFound(str(path))
+        if node.kind != KIND_DIR:
+            raise NotAFile(str(path))
+        rows: list[ListEntry] = []
+        self._list_into(rows, path, node, "", 1, depth)
+        return rows
+
+    def _list_into(
+        self,
+        rows: list[ListEntry],
+        path: MemoryPath,
+        node: Node,
+        prefix: str,
+        level: int,
+        depth: int,
+    ) -> None:
+        for name, child in sorted(self.children(path, node).items()):
+            if name.startswith(".") or name in EXCLUDED_NAMES:
+                continue
+            rel = f"{prefix}{name}"
+            if child.kind == KIND_DIR:
+                rows.append(ListEntry(rel, KIND_DIR, 0))
+                if level < depth:
+                    self._list_into(rows, path.child(name), child, rel + "/", level + 1, depth)
+            else:
+                rows.append(ListEntry(rel, KIND_FILE, self.codec.file_size(child.oid)))
+
+    def walk(self, path: MemoryPath = MEMORIES_ROOT) -> Iterator[tuple[MemoryPath, Node]]:
+        """Every entry below ``path`` (depth first, sorted), hidden ones included."""
+        node = self.lookup(path)
+        if node is None or node.kind != KIND_DIR:
+            return
+        yield from self._walk(path, node)
+
+    def _walk(self, path: MemoryPath, node: Node) -> Iterator[tuple[MemoryPath, Node]]:
+        for name, child in sorted(self.children(path, node).items()):
+            child_path = path.child(name)
+            yield child_path, child
+            if child.kind == KIND_DIR:
+                yield from self._walk(child_path, child)
+
+    def files(self) -> dict[MemoryPath, Node]:
+        """Every file in the snapshot, by path."""
+        return {p: n for p, n in self.walk() if n.kind == KIND_FILE}
+
+
+@dataclass
+class _MutDir:
+    path: MemoryPath
+    nodes: dict[str, Node | _MutDir] = field(default_factory=dict)
+    sealed: dict[str, str] = field(default_factory=dict)
+
+
+class TreeEditor:
+    """A mutable copy of a committed tree; :meth:`write` stores the changed trees."""
+
+    def __init__(self, codec: TreeCodec, root: str | None) -> None:
+        self.codec = codec
+        self._root = self._open(MemoryPath(()), root)
+
+    def _open(self, path: MemoryPath, oid: str | None) -> _MutDir:
+        if not oid:
+            return _MutDir(path)
+        loaded = self.codec.load_dir(oid, path)
+        return _MutDir(path, dict(loaded.nodes), dict(loaded.sealed))
+
+    def _descend(self, path: MemoryPath, *, create: bool) -> _MutDir | None:
+        """The mutable directory at ``path``; missing ones are made when ``create``."""
+        current = self._root
+        for name in path.parts:
+            child = current.nodes.get(name)
+            child_path = current.path.child(name)
+            if child is None:
+                if not create:
+                    return None
+                child = _MutDir(child_path)
+                current.nodes[name] = child
+            elif isinstance(child, Node):
+                if child.kind != KIND_DIR:
+                    if create:
+                        raise NotAFile(str(child_path))
+                    return None
+                child = self._open(child_path, child.oid)
+                current.nodes[name] = child
+            current = child
+        return current
+
+    def kind(self, path: MemoryPath) -> str | None:
+        """``f``, ``d`` or None for what is at ``path`` in the edited tree."""
+        if path.is_root:
+            return KIND_DIR
+        parent = self._descend(path.parent, create=False)
+        if parent is None:
+            return None
+        child = parent.nodes.get(path.name)
+        if child is None:
+            return None
+        return KIND_DIR if isinstance(child, _MutDir) else child.kind
+
+    def read_bytes(self, path: MemoryPath) -> bytes:
+        """The current content of file ``path`` in the edited tree."""
+        parent = self._descend(path.parent, create=False)
+        child = None if parent is None else parent.nodes.get(path.name)
+        if child is None:
+            raise NotFound(str(path))
+        if isinstance(child, _MutDir) or child.kind != KIND_FILE:
+            raise NotAFile(str(path))
+        return self.codec.read_file(child.oid)
+
+    def ensure_parent(self, path: MemoryPath) -> _MutDir:
+        """Make every missing directory above ``path``; a file in the way is :class:`NotAFile`."""
+        parent = self._descend(path.parent, create=True)
+        assert parent is not None
+        return parent
+
+    def put_file(self, path: MemoryPath, data: bytes) -> None:
+        """Write ``data`` at ``path``, making parent directories, replacing any file there."""
+        parent = self.ensure_parent(path)
+        existing = parent.nodes.get(path.name)
+        if isinstance(existing, _MutDir) or (existing is not None and existing.kind == KIND_DIR):
+            raise PathExists(str(path))
+        parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data))
+
+    def put_dir(self, path: MemoryPath) -> None:
+        """Make the directory ``path`` (and its parents) if it does not exist."""
+        self._descend(path, create=True)
+
+    def remove(self, path: MemoryPath) -> None:
+        """Remove the file or directory at ``path`` (not the root)."""
+        parent = self._descend(path.parent, create=False)
+        if parent is None or path.name not in parent.nodes:
+            raise NotFound(str(path))
+        del parent.nodes[path.name]
+
+    def move(self, old: MemoryPath, new: MemoryPath) -> None:
+        """Move ``old`` to ``new`` (which must not exist), making ``new``'s parents."""
+        parent = self._descend(old.parent, create=False)
+        child = None if parent is None else parent.nodes.get(old.name)
+        if parent is None or child is None:
+            raise NotFound(str(old))
+        if isinstance(child, _MutDir):
+            oid = self._write(child)
+            child = Node(KIND_DIR, oid)
+        if child.kind == KIND_DIR:
+            child = Node(KIND_DIR, self.codec.reseal_dir(child.oid, old, new))
+        del parent.nodes[old.name]
+        self.ensure_parent(new).nodes[new.name] = child
+
+    def write(self) -> str:
+        """Store every changed directory tree and return the new root tree id."""
+        return self._write(self._root)
+
+    def _write(self, directory: _MutDir) -> str:
+        nodes: dict[str, Node] = {}
+        for name, child in directory.nodes.items():
+            if isinstance(child, _MutDir):
+                nodes[name] = Node(KIND_DIR, self._write(child))
+            else:
+                nodes[name] = child
+        return self.codec.write_dir(directory.path, nodes, directory.sealed)

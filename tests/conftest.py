@@ -1,0 +1,56 @@
+"""Hermetic test setup: no user git config, no user state, a fresh key and store per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import gitmem
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blank git's global/system config and keep gitmem's per-user state inside the test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    for name in (
+        "GITMEM_KEY",
+        "GITMEM_KEY_FILE",
+        "GITMEM_REPO",
+        "GITMEM_STATE_DIR",
+        "GITMEM_CONFIG_DIR",
+        "ANTHROPIC_API_KEY",
+        "NO_COLOR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def key() -> str:
+    """A fresh store key."""
+    return gitmem.generate_key()
+
+
+@pytest.fixture
+def repo_path(tmp_path: Path) -> Path:
+    """Where the test's store lives (not created yet)."""
+    return tmp_path / "store.git"
+
+
+@pytest.fixture
+def tool(repo_path: Path, key: str) -> Iterator[gitmem.GitMemoryTool]:
+    """A GitMemoryTool on a fresh store."""
+    yield gitmem.GitMemoryTool(repo_path, key=key, session="test-session")
+
+
+@pytest.fixture
+def store(tool: gitmem.GitMemoryTool) -> gitmem.MemoryStore:
+    """The MemoryStore behind ``tool``."""
+    return tool.store
