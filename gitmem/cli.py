@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,3 +216,44 @@ def accept_head(state: CliState) -> None:
     op = state.store().accept_head()
     where = "an empty store" if op is None else f"operation #{op.seq} ({op.commit[:10]})"
     click.echo(f"This client now trusts the store at {where}.")
+
+
+@main.command()
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(path_type=Path),
+    help="Keep the demo store at PATH (its key is saved like `gitmem init` does).",
+)
+@click.option("--offline", is_flag=True, help="Use the scripted stand-in even with an API key.")
+@click.option("--model", help="The model id to use with the real API.")
+def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
+    """Run three sessions of the progress-log pattern on a fresh store, then show the log.
+
+    Without ANTHROPIC_API_KEY (or with --offline) the replies come from a scripted stand-in
+    for the Messages API on 127.0.0.1, not from Claude; the SDK's real tool runner drives the
+    real GitMemoryTool either way.
+    """
+    from .demo import run_store_demo
+
+    use_real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not offline
+    if store_path is not None and store_path.exists() and any(store_path.iterdir()):
+        raise UsageError(f"{store_path} already exists and is not empty")
+    with tempfile.TemporaryDirectory(prefix="gitmem-demo-") as scratch:
+        repo = store_path or Path(scratch) / "memory.git"
+        key = generate_key()
+        state_dir = Path(scratch) / "state"
+        run_store_demo(
+            repo, key, out=sys.stdout, use_real_api=use_real_api, model=model, state_dir=state_dir
+        )
+        store = MemoryStore.open(repo, key, state_dir=state_dir)
+        click.echo("\n$ gitmem log")
+        for op in store.log():
+            click.echo(_log_line(op))
+        if store_path is not None:
+            key_path = user_key_path(store.store_id)
+            write_key_file(key_path, decode_key(key))
+            click.echo(f"\nThe store is at {repo}; its key is in {key_path}.")
+            click.echo(f"Try: gitmem --repo {repo} log --json")
+        else:
+            click.echo("\nThe demo store was temporary; `gitmem demo --store PATH` keeps one.")
