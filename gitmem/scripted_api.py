@@ -27,6 +27,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -705,31 +706,33 @@ class _Handler(BaseHTTPRequestHandler):
             message = api._answer(turn)
             status, response = 200, message
             if (body or {}).get("stream"):
-                self._send_stream(message)
+                send = partial(self._send_stream, message)
             else:
-                self._send_json(200, message)
+                send = partial(self._send_json, 200, message)
         except _APIError as error:
             status, response = error.status, error.body
-            self._send_json(error.status, error.body, _NO_RETRY)
+            send = partial(self._send_json, error.status, error.body, _NO_RETRY)
         except Exception as exc:
             # A request the stand-in cannot make sense of must fail loudly, not hang the client.
             with api._lock:
                 api._errors.append(exc)
             failure = _APIError(500, "api_error", f"the scripted stand-in failed: {exc!r}")
             status, response = failure.status, failure.body
-            self._send_json(failure.status, failure.body, _NO_RETRY)
-        finally:
-            api._record(
-                RecordedRequest(
-                    method=self.command,
-                    path=url.path,
-                    query=url.query,
-                    headers=headers,
-                    body=body,
-                    status=status,
-                    response=response,
-                )
+            send = partial(self._send_json, failure.status, failure.body, _NO_RETRY)
+        # Recorded before the reply goes out, so a client that has its answer can already read
+        # the request that produced it.
+        api._record(
+            RecordedRequest(
+                method=self.command,
+                path=url.path,
+                query=url.query,
+                headers=headers,
+                body=body,
+                status=status,
+                response=response,
             )
+        )
+        send()
 
     def _common_headers(self) -> None:
         self.send_header("request-id", self.server.api._next_id("req"))
