@@ -38,6 +38,9 @@ def chunk_entry(index: int) -> str:
 
 def record_ad(store_id: bytes, tree: str, parents: tuple[str, ...] | list[str]) -> bytes:
     """Associated data binding a commit record to its store, tree and parents."""
+    if len(parents) > 255:
+        # gitmem writes at most two parents; the count is one byte in the associated data.
+        raise IntegrityError("a commit has more parents than a gitmem commit can have")
     return (
         _RECORD_AD
         + store_id

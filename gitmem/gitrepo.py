@@ -68,15 +68,22 @@ class GitRepo:
     # -- opening --------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: str | os.PathLike[str]) -> GitRepo:
+    def init(cls, path: str | os.PathLike[str], timeout: float = 30.0) -> GitRepo:
         """Create a bare repository at ``path`` (owner-only) and return it."""
         target = Path(path)
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(target, 0o700)
-        repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
-        # No reflogs: they would record when and how often refs moved, and nothing needs them.
-        repo.config["core.logAllRefUpdates"] = "false"
-        return cls(target)
+        made = cls(target)
+        # Racing creators take turns, and the lock file, made first, marks a half-initialized
+        # directory as gitmem's own so that a creator killed mid-init does not wedge the next.
+        with made.write_lock(timeout):
+            for name in ("config.lock", "HEAD.lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    (target / name).unlink()
+            repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
+            # No reflogs: they would record when and how often refs moved; nothing needs them.
+            repo.config["core.logAllRefUpdates"] = "false"
+        return made
 
     @property
     def _git(self) -> pygit2.Repository:
@@ -240,7 +247,8 @@ class GitRepo:
         stale and is removed.
         """
         lock_path = self.path / LOCK_FILE
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             deadline = time.monotonic() + timeout
             while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -85,4 +86,52 @@ class HighWater:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump({"commit": mark.commit, "seq": mark.seq}, handle)
+            handle.flush()
+            # A mark lost to a power cut would let a rollback of that last step pass unseen.
+            os.fsync(handle.fileno())
         os.replace(tmp, self.path)
+        _fsync_dir(self.dir)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class KnownStores:
+    """Which store id this client last saw at each repository path.
+
+    Without it, someone who deletes a store (or just its refs) would make the next
+    ``GitMemoryTool`` silently start a new, empty store there, and no high-water mark would
+    notice, since the new store has a new id.
+    """
+
+    def __init__(self, state_dir: Path | None = None) -> None:
+        self.dir = (state_dir if state_dir is not None else default_state_dir()) / "paths"
+
+    def _file(self, repo: Path) -> Path:
+        digest = hashlib.sha256(str(repo.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
+        return self.dir / f"{digest[:32]}.json"
+
+    def store_at(self, repo: Path) -> str | None:
+        """The id of the store last seen at ``repo``, or None."""
+        try:
+            return str(json.loads(self._file(repo).read_text("utf-8"))["store_id"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def remember(self, repo: Path, store_id: str) -> None:
+        """Record that ``repo`` holds the store ``store_id``."""
+        if self.store_at(repo) == store_id:
+            return
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = self._file(repo)
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        body = {"path": str(repo.resolve()), "store_id": store_id}
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(body, handle)
+        os.replace(tmp, target)

@@ -39,7 +39,7 @@ def read_key_file(path: Path) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         raise KeyMissing(f"the key file {path} is not a regular file")
     if info.st_mode & 0o077:
-        raise WrongKey(f"the key file {path} is readable by other users; run: chmod 600 {path}")
+        raise WrongKey(f"the key file {path} is accessible to other users; run: chmod 600 {path}")
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -12,9 +12,10 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import format as fmt
 from ._version import __version__
@@ -32,12 +33,17 @@ from .errors import (
     WrongKey,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
-from .gitrepo import BRANCH, META_REF, GitRepo
-from .highwater import HighWater, Mark
+from .gitrepo import BRANCH, LOCK_FILE, META_REF, GitRepo
+from .highwater import HighWater, KnownStores, Mark
 from .keysource import resolve_key
+from .limits import LimitedEditor, Limits, StoreSizer
 from .paths import MemoryPath
+from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy, screen
 from .textops import Replacement, insert_at, replace_unique
 from .tree import ListEntry, Node, Snapshot, TreeCodec, TreeEditor, decode_text
+
+if TYPE_CHECKING:
+    from .expiry import ExpiryResult
 
 T = TypeVar("T")
 DEFAULT_LOCK_TIMEOUT = 30.0
@@ -123,6 +129,8 @@ class MemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         state_dir: Path | None = None,
         check_rollback: bool = True,
+        limits: Limits | None = None,
+        secrets: SecretPolicy = DEFAULT_POLICY,
     ) -> None:
         self.repo = repo
         self.keys = keys
@@ -132,7 +140,12 @@ class MemoryStore:
         self.high_water: HighWater | None = (
             HighWater(keys.store_id.hex(), state_dir) if check_rollback else None
         )
+        if check_rollback:
+            KnownStores(state_dir).remember(repo.path, keys.store_id.hex())
         self._head: Operation | None = None
+        self.limits = Limits() if limits is None else limits
+        self.secrets: SecretPolicy = check_policy(secrets)
+        self.sizer = StoreSizer(self.codec)
 
     # -- opening --------------------------------------------------------------------------
 
@@ -147,11 +160,15 @@ class MemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         state_dir: Path | None = None,
         check_rollback: bool = True,
+        limits: Limits | None = None,
+        secrets: SecretPolicy = DEFAULT_POLICY,
     ) -> MemoryStore:
         """Open the store at ``path``; with ``create``, make it when nothing is there.
 
         The key is ``key`` if given, else found as :func:`gitmem.keysource.resolve_key` says.
-        Raises :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`.
+        Raises :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`. ``limits`` (default
+        :class:`~gitmem.limits.Limits`) and ``secrets`` (``reject``, ``redact`` or ``allow``) are
+        the write safeguards of ``docs/safeguards.md``.
         """
         target = Path(path)
         options: dict[str, Any] = {
@@ -159,18 +176,25 @@ class MemoryStore:
             "lock_timeout": lock_timeout,
             "state_dir": state_dir,
             "check_rollback": check_rollback,
+            "limits": limits,
+            "secrets": secrets,
         }
         if not GitRepo.exists(target):
             if not create:
                 raise NoStore(f"no gitmem store at {target}")
-            if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            if target.exists() and (
+                not target.is_dir()
+                or (any(target.iterdir()) and not (target / LOCK_FILE).is_file())
+            ):
                 raise NoStore(f"{target} exists and is not a gitmem store")
+            cls._refuse_vanished(target, state_dir, check_rollback)
             return cls.init(target, resolve_key(key, None), **options)
         repo = GitRepo(target)
         meta = cls._read_meta(repo)
         if meta is None:
             if create and repo.ref(BRANCH) is None:
                 # A crash between `git init` and writing the metadata leaves exactly this.
+                cls._refuse_vanished(target, state_dir, check_rollback)
                 return cls.init(target, resolve_key(key, None), **options)
             raise NoStore(f"{target} is a git repository but not a gitmem store")
         raw = resolve_key(key, meta.store_id.hex())
@@ -185,7 +209,7 @@ class MemoryStore:
         from .crypto import decode_key
 
         raw = decode_key(key)
-        repo = GitRepo.init(path)
+        repo = GitRepo.init(path, options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
         with repo.write_lock(options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)):
             meta = cls._read_meta(repo)
             if meta is None:
@@ -197,6 +221,19 @@ class MemoryStore:
         if not keys.matches(meta.key_check):
             raise WrongKey(f"the key does not open the store at {path}")
         return cls(repo, keys, **options)
+
+    @staticmethod
+    def _refuse_vanished(target: Path, state_dir: Path | None, check_rollback: bool) -> None:
+        """Refuse to create a store where this client has seen one: it was deleted or reset."""
+        if not check_rollback:
+            return
+        known = KnownStores(state_dir).store_at(target)
+        if known is not None:
+            raise RollbackDetected(
+                f"the gitmem store {known} that this client used at {target} is gone or was "
+                f"reset; refusing to start an empty store in its place. If it was removed on "
+                f"purpose, run `gitmem init {target}` to make a new store there"
+            )
 
     @staticmethod
     def _read_meta(repo: GitRepo) -> StoreMeta | None:
@@ -219,8 +256,8 @@ class MemoryStore:
 
     def _operation(self, oid: str) -> Operation:
         info = self.repo.read_commit(oid)
-        ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
         try:
+            ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
             sealed = fmt.decode_message(info.message)
             record = Record.from_bytes(self.keys.open_record(sealed, ad))
         except IntegrityError:
@@ -235,15 +272,19 @@ class MemoryStore:
         Raises :class:`IntegrityError` if it fails authentication and
         :class:`RollbackDetected` if it is behind what this client saw before.
         """
+        # The mark is read before the branch: writers move the branch first and the mark after,
+        # so a mark read first is never ahead of an honest branch read after it, even while
+        # other threads or processes write.
+        mark = None if self.high_water is None else self.high_water.read()
         oid = self.repo.ref(BRANCH)
         cached = self._head
         if cached is not None and cached.commit == oid:
             return cached
         if oid is None:
-            self._check_rollback(None)
+            self._check_rollback(None, mark)
             return None
         op = self._operation(oid)
-        self._check_rollback(op)
+        self._check_rollback(op, mark)
         self._head = op
         return op
 
@@ -252,10 +293,9 @@ class MemoryStore:
         op = self.head_operation()
         return None if op is None else op.commit
 
-    def _check_rollback(self, op: Operation | None) -> None:
+    def _check_rollback(self, op: Operation | None, mark: Mark | None) -> None:
         if self.high_water is None:
             return
-        mark = self.high_water.read()
         if mark is None:
             if op is not None:
                 self.high_water.advance(Mark(op.commit, op.seq))
@@ -324,6 +364,10 @@ class MemoryStore:
         """Every directory's path (the root excluded)."""
         return [str(p) for p, n in self.snapshot(rev).walk() if n.kind == KIND_DIR]
 
+    def store_bytes(self, rev: str | None = None) -> int:
+        """The plaintext size of every file at ``rev`` (default: the head), from file headers."""
+        return self.sizer.tree_bytes(self.snapshot(rev).root)
+
     # -- revisions and history ------------------------------------------------------------
 
     def resolve(self, rev: str) -> str:
@@ -390,7 +434,8 @@ class MemoryStore:
         with self.repo.write_lock(self.lock_timeout):
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
-                editor = TreeEditor(self.codec, None if head is None else head.tree)
+                root = None if head is None else head.tree
+                editor = LimitedEditor(self.codec, root, self.limits, self.sizer)
                 result = edit(editor)
                 tree = editor.write()
                 try:
@@ -432,35 +477,55 @@ class MemoryStore:
 
     def create(self, path: MemoryPath, text: str, *, overwrite: bool = False) -> Operation:
         """Write a new file (parents made as needed); :class:`PathExists` if something is there."""
-        data = text.encode("utf-8")
+        detail: dict[str, Any] = {}
 
         def edit(tree: TreeEditor) -> None:
             existing = tree.kind(path)
             if existing == KIND_DIR or (existing == KIND_FILE and not overwrite):
                 raise PathExists(str(path))
-            tree.put_file(path, data)
+            tree.put_file(path, self._screen("", text, detail).encode("utf-8"))
 
-        return self._transact("create", [str(path)], edit)[0]
+        return self._transact("create", [str(path)], edit, detail)[0]
 
     def str_replace(self, path: MemoryPath, old: str, new: str) -> tuple[Operation, Replacement]:
         """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
 
+        detail: dict[str, Any] = {}
+
         def edit(tree: TreeEditor) -> Replacement:
             content = decode_text(tree.read_bytes(path), path)
             result = replace_unique(content, old, new)
-            tree.put_file(path, result.text.encode("utf-8"))
+            text = self._screen(content, result.text, detail)
+            if text != result.text:
+                result = Replacement(text, result.changed_line)
+            tree.put_file(path, text.encode("utf-8"))
             return result
 
-        return self._transact("str_replace", [str(path)], edit)
+        return self._transact("str_replace", [str(path)], edit, detail)
 
     def insert(self, path: MemoryPath, line: int, text: str) -> Operation:
         """Insert ``text`` after line ``line`` of file ``path`` (0 = at the top)."""
 
+        detail: dict[str, Any] = {}
+
         def edit(tree: TreeEditor) -> None:
             content = decode_text(tree.read_bytes(path), path)
-            tree.put_file(path, insert_at(content, line, text).encode("utf-8"))
+            result = self._screen(content, insert_at(content, line, text), detail)
+            tree.put_file(path, result.encode("utf-8"))
 
-        return self._transact("insert", [str(path)], edit)[0]
+        return self._transact("insert", [str(path)], edit, detail)[0]
+
+    def _screen(self, before: str, after: str, detail: dict[str, Any]) -> str:
+        """Apply the secrets policy to a write turning ``before`` into ``after``.
+
+        Raises :class:`~gitmem.secrets.SecretRefused` under ``reject``; under ``redact`` the
+        commit record's ``detail["redacted"]`` lists the kinds and lines replaced.
+        """
+        screened = screen(before, after, self.secrets)
+        detail.pop("redacted", None)  # the edit may run again after a compare-and-swap retry
+        if screened.redacted:
+            detail["redacted"] = screened.record()
+        return screened.text
 
     def delete(self, path: MemoryPath) -> Operation:
         """Delete file or directory ``path`` (recursively); the root cannot be deleted."""
@@ -494,6 +559,41 @@ class MemoryStore:
             changed = changed_files(before, after)
             detail = {"from": target.commit, "from_seq": target.seq}
             return self._commit(target.tree, head, "restore", changed, detail)
+
+    def expire(
+        self, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
+    ) -> ExpiryResult:
+        """Remove every file untouched for longer than ``older_than`` as one ``expire`` commit.
+
+        A file's last touch is the time of the newest commit that wrote it (see
+        :mod:`gitmem.expiry`); reads never count. With ``dry_run`` nothing is written. When
+        nothing is old enough no commit is made. The result's ``operation`` is the commit.
+        """
+        from .expiry import NothingExpired, plan_expiry
+
+        moment = datetime.now(timezone.utc) if now is None else now
+        if dry_run:
+            return plan_expiry(self, self.head_operation(), older_than, moment)
+        removed: list[str] = []
+        detail: dict[str, Any] = {"older_than_seconds": older_than.total_seconds()}
+
+        def edit(tree: TreeEditor) -> ExpiryResult:
+            # Planned under the writer lock, so no write can touch a file between the decision
+            # and the commit.
+            plan = plan_expiry(self, self.head_operation(), older_than, moment)
+            if not plan.expired:
+                raise NothingExpired(plan)
+            removed[:] = [str(f.path) for f in plan.expired]
+            detail["cutoff"] = plan.cutoff.isoformat().replace("+00:00", "Z")
+            for item in plan.expired:
+                tree.remove(item.path)
+            return plan
+
+        try:
+            op, plan = self._transact("expire", removed, edit, detail)
+        except NothingExpired as nothing:
+            return replace(nothing.plan, dry_run=False)
+        return replace(plan, operation=op, dry_run=False)
 
     # -- verification ---------------------------------------------------------------------
 

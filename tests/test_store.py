@@ -1,0 +1,109 @@
+"""MemoryStore behaviour not covered by the tool contract: vanished stores, odd commits, restore."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import gitmem
+from gitmem import parse_path
+from gitmem.cli import main
+
+
+def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), *args], input=stdin, capture_output=True, check=True
+    ).stdout
+
+
+def test_a_deleted_store_is_not_silently_recreated(repo_path: Path, key: str) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "keep\n"})
+    shutil.rmtree(repo_path)
+    with pytest.raises(gitmem.RollbackDetected, match="is gone or was reset"):
+        gitmem.GitMemoryTool(repo_path, key=key)
+    assert not repo_path.exists()
+    # A deliberate `gitmem init` at the same path starts a new store, which then opens.
+    result = CliRunner().invoke(main, ["init", str(repo_path)], env={"GITMEM_KEY": key})
+    assert result.exit_code == 0, result.output
+    fresh = gitmem.GitMemoryTool(repo_path, key=key)
+    assert fresh.store.files() == {}
+
+
+def test_a_store_whose_refs_were_deleted_is_refused(repo_path: Path, key: str) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "keep\n"})
+    git(repo_path, "update-ref", "-d", "refs/heads/main")
+    git(repo_path, "update-ref", "-d", "refs/gitmem/meta")
+    with pytest.raises(gitmem.RollbackDetected):
+        gitmem.GitMemoryTool(repo_path, key=key)
+    assert git(repo_path, "for-each-ref") == b""
+
+
+def test_a_commit_with_too_many_parents_is_an_integrity_error(repo_path: Path, key: str) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x\n"})
+    head = git(repo_path, "rev-parse", "HEAD").decode().strip()
+    tree = git(repo_path, "rev-parse", "HEAD^{tree}").decode().strip()
+    body = f"tree {tree}\n" + f"parent {head}\n" * 300
+    body += "author a <a@a> 0 +0000\ncommitter a <a@a> 0 +0000\n\nbogus\n"
+    forged = (
+        git(
+            repo_path,
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--stdin",
+            "--literally",
+            stdin=body.encode(),
+        )
+        .decode()
+        .strip()
+    )
+    git(repo_path, "update-ref", "refs/heads/main", forged)
+    store = gitmem.MemoryStore.open(repo_path, key, check_rollback=False)
+    report = store.verify()
+    assert not report.ok
+    assert any("failed authentication" in p for p in report.problems)
+    with pytest.raises(gitmem.IntegrityError):
+        store.head()
+
+
+def test_restore_is_one_new_commit_naming_its_source(store: gitmem.MemoryStore) -> None:
+    a, b = parse_path("/memories/a.md"), parse_path("/memories/d/b.md")
+    store.create(a, "one\n")
+    first = store.head()
+    assert first is not None
+    store.create(b, "two\n")
+    store.delete(a)
+    op = store.restore(first)
+    assert op.command == "restore"
+    assert op.record.detail == {"from": first, "from_seq": 1}
+    assert op.paths == ("/memories/a.md", "/memories/d/b.md")
+    assert store.files() == {"/memories/a.md": "one\n"}
+    assert [o.seq for o in store.log()] == [4, 3, 2, 1]
+    # Restoring the state before the restore brings everything back, again as a commit.
+    store.restore("HEAD~1")
+    assert store.files() == {"/memories/d/b.md": "two\n"}
+    assert store.verify().ok
+
+
+def test_revisions(store: gitmem.MemoryStore) -> None:
+    p = parse_path("/memories/a.md")
+    store.create(p, "1\n")
+    store.insert(p, 1, "2")
+    store.insert(p, 2, "3")
+    head = store.head()
+    assert head is not None
+    assert store.resolve("HEAD") == head
+    assert store.resolve(head[:8]) == head
+    assert store.read_text(p, rev="HEAD~2") == "1\n"
+    assert store.read_text(p, rev="HEAD^^") == "1\n"
+    for bad in ("HEAD~9", "nothing", "zz12", "HEAD~x"):
+        with pytest.raises(gitmem.UsageError):
+            store.resolve(bad)
