@@ -1,5 +1,7 @@
 """gitmem: an encrypted, versioned memory store backed by git, for Claude's memory tool."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .crypto import generate_key
 from .errors import (
@@ -18,20 +20,40 @@ from .errors import (
     UsageError,
     WrongKey,
 )
+from .expiry import ExpiryResult, FileAge, parse_duration
+from .limits import LimitExceeded, Limits
 from .paths import MemoryPath
 from .paths import parse as parse_path
+from .secrets import SecretRefused
 from .store import MemoryStore, Operation, VerifyReport
-from .tool import AsyncGitMemoryTool, GitMemoryTool
+
+if TYPE_CHECKING:
+    from .tool import AsyncGitMemoryTool, GitMemoryTool
+else:
+
+    def __getattr__(name: str) -> Any:
+        # The tool classes import the anthropic SDK, which takes seconds; the CLI and the
+        # library layer do not need it, so it is loaded on first use of either class.
+        if name in ("GitMemoryTool", "AsyncGitMemoryTool"):
+            from . import tool
+
+            return getattr(tool, name)
+        raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+
 
 __all__ = [
     "AsyncGitMemoryTool",
     "ConflictError",
+    "ExpiryResult",
+    "FileAge",
     "FormatVersionError",
     "GitMemError",
     "GitMemoryTool",
     "IntegrityError",
     "InvalidPath",
     "KeyMissing",
+    "LimitExceeded",
+    "Limits",
     "LockTimeout",
     "MemoryPath",
     "MemoryStore",
@@ -41,10 +63,12 @@ __all__ = [
     "Operation",
     "PathExists",
     "RollbackDetected",
+    "SecretRefused",
     "UsageError",
     "VerifyReport",
     "WrongKey",
     "__version__",
     "generate_key",
+    "parse_duration",
     "parse_path",
 ]

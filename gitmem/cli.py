@@ -1,27 +1,38 @@
 """The ``gitmem`` command: thin click commands over :class:`gitmem.MemoryStore`.
 
-Each command opens the store, calls the library, and prints. Errors are turned into a message
-and an exit code in exactly one place (:class:`GitMemGroup`), from the exit code on the
-exception's class; with ``--json`` the message is one JSON object on stderr.
+Each command opens the store, calls the library (:mod:`gitmem.history` for the audit commands),
+and prints. Errors are turned into a message and an exit code in exactly one place
+(:class:`GitMemGroup`), from the exit code on the exception's class; with ``--json`` the message
+is one JSON object on stderr. Human output is coloured and paged only on a terminal; ``--json``
+output is one object per line, streamed. ``docs/cli.md`` documents every command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import chain, islice
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
+from . import history
+from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
-from .errors import GitMemError, UsageError
-from .keysource import user_key_path, write_key_file
+from .errors import GitMemError, IntegrityError, UsageError
+from .keysource import ENV_KEY, ENV_KEY_FILE, resolve_key, user_key_path, write_key_file
+from .paths import MemoryPath
+from .revisions import SESSION_PREFIX, parse_time
 from .store import MemoryStore, Operation
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,7 +44,13 @@ class CliState:
 
     repo: str | None = None
     json_errors: bool = False
+    color: bool | None = None  # None: colour only when writing to a terminal
+    pager: bool = True
     _store: MemoryStore | None = field(default=None, repr=False)
+
+    def colour(self) -> bool:
+        """Whether human output is coloured: ``--color``, else ``NO_COLOR``, else a terminal."""
+        return _isatty(sys.stdout) if self.color is None else self.color
 
     def store(self) -> MemoryStore:
         """Open the store named by ``--repo`` / ``GITMEM_REPO`` (once per invocation)."""
@@ -72,6 +89,20 @@ class GitMemGroup(click.Group):
         except GitMemError as exc:
             state = ctx.find_object(CliState)
             fail(exc, state.json_errors if state else False)
+        except BrokenPipeError:
+            # The reader went away (`gitmem log | head`): stop quietly with git's status.
+            _silence_stdout()
+            sys.exit(EXIT_BROKEN_PIPE)
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for git in the same case
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout at exit; with the pipe gone that would raise again.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -97,6 +128,181 @@ def emit_json(obj: dict[str, Any]) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=True))
 
 
+def json_line(obj: dict[str, Any]) -> str:
+    """One JSON object as one line (keys sorted, UTF-8 kept)."""
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
+
+
+def _disable_pager(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.ensure_object(CliState).pager = False
+    return value
+
+
+def pager_option(func: F) -> F:
+    """``--no-pager`` on a command (the same as ``gitmem --no-pager COMMAND``)."""
+    return click.option(
+        "--no-pager",
+        is_flag=True,
+        expose_value=False,
+        callback=_disable_pager,
+        help="Print straight to the terminal instead of through a pager.",
+    )(func)
+
+
+def _isatty(stream: IO[Any]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+_FLUSH_SECONDS = 0.2
+
+
+def emit_lines(state: CliState, lines: Iterable[str], *, page: bool = True) -> None:
+    """Print ``lines`` (each without its newline) as they come.
+
+    On a terminal (stdin and stdout both) and unless paging is off, through ``$PAGER`` (less
+    with ``LESS=FRX`` by default, so one screenful just prints). Otherwise written with the
+    first line flushed at once and the rest at least every 0.2 s, so a reader of a pipe sees
+    the start of a long history before its end is read.
+    """
+    stdout = sys.stdout
+    if page and state.pager and _isatty(sys.stdin) and _isatty(stdout):
+        os.environ.setdefault("LESS", "FRX")
+        click.echo_via_pager((line + "\n" for line in lines), color=state.colour())
+        return
+    flushed: float | None = None
+    for line in lines:
+        stdout.write(line + "\n")
+        now = time.monotonic()
+        if flushed is None or now - flushed >= _FLUSH_SECONDS:
+            stdout.flush()
+            flushed = now
+    stdout.flush()
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr for the block, only when stderr is a terminal.
+
+    Yields ``update(done, total)``; the bar appears at the first update with a total.
+    """
+    stderr = sys.stderr
+    if not enabled or not _isatty(stderr):
+        yield lambda _done, _total: None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[Any] = []
+        shown = [0]
+
+        def update(done: int, total: int) -> None:
+            if not bars:
+                if total <= 0:
+                    return
+                bar = click.progressbar(length=total, label=label, file=stderr, width=30)
+                bars.append(stack.enter_context(bar))
+            step = min(done, bars[0].length) - shown[0]
+            if step > 0:
+                bars[0].update(step)
+                shown[0] += step
+
+        yield update
+
+
+def style(text: str, **styles: Any) -> str:
+    """``text`` with ANSI styles when this command's output is coloured, else unchanged."""
+    if not text or not any(styles.values()):
+        return text
+    ctx = click.get_current_context(silent=True)
+    state = None if ctx is None else ctx.find_object(CliState)
+    return click.style(text, **styles) if state is not None and state.colour() else text
+
+
+# Memory text and session labels come from whoever wrote the memory: in human output their
+# control characters are shown escaped, so that none can drive the reader's terminal.
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code != 0x09}
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters other than tab escaped (``\\x1b``)."""
+    return text.translate(_CONTROL)
+
+
+def local_time(moment: datetime, *, offset: bool = False) -> str:
+    """``moment`` in the local time zone: ``2025-06-01 14:30:00`` (``+0200`` with ``offset``)."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S" + (" %z" if offset else ""))
+
+
+def memory_path(raw: str) -> MemoryPath:
+    """A memory path argument (``/memories/...``); a refused one is a usage error."""
+    return memory_paths.parse(raw)
+
+
+def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str], list[MemoryPath]]:
+    """Arguments that start with ``/`` are memory paths, the others (before them) revisions."""
+    revs: list[str] = []
+    found: list[MemoryPath] = []
+    for arg in args:
+        if arg.startswith("/"):
+            found.append(memory_path(arg))
+        elif found:
+            raise UsageError(f"{arg!r} comes after a path: give revisions before paths")
+        else:
+            revs.append(arg)
+    if len(revs) > max_revs:
+        raise UsageError(
+            f"too many revisions ({', '.join(revs)}): at most {max_revs}; memory paths start "
+            "with /memories"
+        )
+    return revs, found
+
+
+KNOWN_COMMANDS = (
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+    "restore",
+    "import",
+    "expire",
+)
+
+
+def complete_memory_path(
+    ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of memory paths, from the head of the store (needs its key)."""
+    if incomplete and not incomplete.startswith("/"):
+        return []
+    try:
+        repo = ctx.find_root().params.get("repo") or os.environ.get("GITMEM_REPO")
+        if not repo:
+            return []
+        store = MemoryStore.open(repo, check_rollback=False)
+        names = [str(p) + ("/" if node.kind == "d" else "") for p, node in store.snapshot().walk()]
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+
+
+def complete_command(
+    _ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of the memory commands a history records."""
+    return [CompletionItem(c) for c in KNOWN_COMMANDS if c.startswith(incomplete)]
+
+
+def _set_color(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    state = ctx.ensure_object(CliState)
+    state.color = {"always": True, "never": False}.get(value)
+    if value == "auto" and os.environ.get("NO_COLOR"):
+        state.color = False
+    return value
+
+
 @click.group(cls=GitMemGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--repo",
@@ -104,13 +310,30 @@ def emit_json(obj: dict[str, Any]) -> None:
     metavar="PATH",
     help="The store (a bare git repository). Default: $GITMEM_REPO.",
 )
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    expose_value=False,
+    callback=_set_color,
+    help="Colour human output: auto = on a terminal unless NO_COLOR is set.",
+)
+@click.option(
+    "--no-pager",
+    is_flag=True,
+    expose_value=False,
+    callback=_disable_pager,
+    help="Never page long output (default: $PAGER or less, on a terminal).",
+)
 @click.version_option(__version__, prog_name="gitmem")
 @click.pass_context
 def main(ctx: click.Context, repo: str | None) -> None:
     """gitmem: an encrypted, versioned memory store for Claude's memory tool.
 
     The key comes from $GITMEM_KEY, the file named by $GITMEM_KEY_FILE, or the per-user key
-    file that `gitmem init` writes.
+    file that `gitmem init` writes. Revisions: a commit id (or 4+ digits of one), HEAD, HEAD~N,
+    session:NAME, @{TIME}. Full reference: docs/cli.md.
     """
     ctx.ensure_object(CliState).repo = repo
 
@@ -118,8 +341,9 @@ def main(ctx: click.Context, repo: str | None) -> None:
 @main.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--print-key", is_flag=True, help="Print the new key once instead of saving it.")
+@json_option
 @pass_state
-def init(state: CliState, path: Path | None, print_key: bool) -> None:
+def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> None:
     """Create a store and its key.
 
     The key is saved to an owner-only file in your config directory (or printed with
@@ -130,59 +354,510 @@ def init(state: CliState, path: Path | None, print_key: bool) -> None:
         raise UsageError("give the new store's PATH (or --repo / GITMEM_REPO)")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists and is not empty")
-    env_key = os.environ.get("GITMEM_KEY")
-    key = decode_key(env_key) if env_key else decode_key(generate_key())
+    # A key already in the environment is used, not replaced: the store must open with it.
+    given = os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE)
+    env_key = ENV_KEY if os.environ.get(ENV_KEY) else ENV_KEY_FILE if given else None
+    key = resolve_key(None, None) if given else decode_key(generate_key())
     store = MemoryStore.init(target, key)
+    key_path = None
+    if not print_key and not env_key:
+        key_path = user_key_path(store.store_id)
+        write_key_file(key_path, key)
+    if as_json:
+        body: dict[str, Any] = {
+            "store": str(target),
+            "store_id": store.store_id,
+            "key_file": None if key_path is None else str(key_path),
+        }
+        if print_key:
+            body["key"] = encode_key(key)
+        emit_json(body)
+        return
     click.echo(f"Created an encrypted gitmem store at {target}")
     click.echo(f"Store id: {store.store_id}")
     if print_key:
         click.echo("Key (shown once; store it safely, e.g. in GITMEM_KEY or a 0600 file):")
         click.echo(encode_key(key))
     elif env_key:
-        click.echo("Key: the one in GITMEM_KEY (not saved anywhere else)")
+        click.echo(f"Key: the one in {env_key} (not saved anywhere else)")
     else:
-        key_path = user_key_path(store.store_id)
-        write_key_file(key_path, key)
         click.echo(f"Key saved to {key_path} (owner-only).")
     click.echo("Losing the key loses the memory: keep a backup of it.")
 
 
+# -- formatting -------------------------------------------------------------------------------
+
+COMMAND_WIDTH = len("str_replace")
+_COMMAND_COLORS = {"create": "green", "delete": "red", "expire": "red", "rename": "blue"}
+_SHOWN_PATHS = 3
+_WIDTH_LOOKAHEAD = 64
+_STAT_BAR = 40
+
+
+def paths_text(op: Operation) -> str:
+    """The paths of ``op`` for one line: ``old -> new`` for a rename, else the first few."""
+    if op.command == "rename" and len(op.paths) == 2:
+        return f"{op.paths[0]} -> {op.paths[1]}"
+    text = " ".join(op.paths[:_SHOWN_PATHS])
+    if len(op.paths) > _SHOWN_PATHS:
+        text += f" (+{len(op.paths) - _SHOWN_PATHS} more)"
+    source = op.record.detail.get("from") if op.command == "restore" else None
+    if isinstance(source, str):
+        text = f"(from {source[:10]}) {text}"
+    return text
+
+
+def log_line(op: Operation, session_width: int = 0) -> str:
+    """One operation on one line: short id, local time, session, command, paths."""
+    return "  ".join(
+        [
+            style(op.commit[:10], fg="yellow"),
+            local_time(op.record.time),
+            style(visible(op.session).ljust(session_width), fg="cyan"),
+            style(visible(op.command).ljust(COMMAND_WIDTH), fg=_COMMAND_COLORS.get(op.command)),
+            visible(paths_text(op)),
+        ]
+    ).rstrip()
+
+
 def _log_line(op: Operation) -> str:
-    paths = " -> ".join(op.paths) if op.command == "rename" else " ".join(op.paths)
-    when = op.record.time.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return f"{op.commit[:10]}  {when}  {op.session}  {op.command}  {paths}"
+    return click.unstyle(log_line(op))
 
 
-@main.command()
-@click.option("-n", "--max-count", type=click.IntRange(min=0), help="Show at most N operations.")
-@json_option
-@pass_state
-def log(state: CliState, max_count: int | None, as_json: bool) -> None:
-    """Show the memory's history, newest first."""
-    store = state.store()
-    for index, op in enumerate(store.log()):
-        if max_count is not None and index >= max_count:
-            break
-        if as_json:
-            emit_json(op.to_json())
+def stat_lines(changes: Sequence[history.FileChange]) -> list[str]:
+    """``git diff --stat``-like lines: each file's changed line count and a +/- bar, a total."""
+    if not changes:
+        return []
+    names = [
+        visible(c.path if c.old_path is None else f"{c.old_path} -> {c.path}") for c in changes
+    ]
+    width = max(map(len, names))
+    counts = [c.added + c.removed for c in changes]
+    digits = len(str(max(counts)))
+    scale = min(1.0, _STAT_BAR / max(max(counts), 1))
+    lines = []
+    for change, name, count in zip(changes, names, counts, strict=True):
+        plus = max(round(change.added * scale), 1 if change.added else 0)
+        minus = max(round(change.removed * scale), 1 if change.removed else 0)
+        bar = style("+" * plus, fg="green") + style("-" * minus, fg="red")
+        lines.append(f" {name.ljust(width)} | {str(count).rjust(digits)} {bar}".rstrip())
+    added = sum(c.added for c in changes)
+    removed = sum(c.removed for c in changes)
+    lines.append(
+        f" {len(changes)} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)"
+    )
+    return lines
+
+
+def patch_lines(change: history.FileChange) -> Iterator[str]:
+    """A change's patch, styled like git's: bold headers, cyan hunks, green/red lines."""
+    in_header = True
+    for line in map(visible, change.patch_lines()):
+        if line.startswith("@@"):
+            in_header = False
+            yield style(line, fg="cyan")
+        elif in_header:
+            yield style(line, bold=True)
+        elif line.startswith("+"):
+            yield style(line, fg="green")
+        elif line.startswith("-"):
+            yield style(line, fg="red")
         else:
-            click.echo(_log_line(op))
+            yield line
+
+
+def patches(changes: Iterable[history.FileChange]) -> Iterator[str]:
+    """The patches of ``changes``, one after the other."""
+    for change in changes:
+        yield from patch_lines(change)
+
+
+# -- history --------------------------------------------------------------------------------
+
+
+def _time_option(name: str, text: str) -> Callable[[F], F]:
+    return click.option(name, metavar="TIME", help=text)
 
 
 @main.command()
-@click.argument("rev")
+@click.argument("args", nargs=-1, metavar="[REV] [PATH]...", shell_complete=complete_memory_path)
+@click.option("--session", metavar="NAME", help="Only operations of session NAME.")
+@click.option(
+    "--command",
+    "command_name",
+    metavar="CMD",
+    shell_complete=complete_command,
+    help="Only operations of this command (create, str_replace, insert, delete, rename, "
+    "restore, import, expire).",
+)
+@_time_option("--since", "Only operations at or after TIME (ISO 8601, or 90m, 2h, 3d, 1w ago).")
+@_time_option("--until", "Only operations at or before TIME.")
+@click.option(
+    "-n", "--max-count", type=click.IntRange(min=0), metavar="N", help="Show at most N operations."
+)
+@click.option("--stat", is_flag=True, help="Add the lines added and removed per file.")
+@click.option("-p", "--patch", is_flag=True, help="Add the decrypted unified diff.")
+@pager_option
 @json_option
 @pass_state
-def restore(state: CliState, rev: str, as_json: bool) -> None:
-    """Make the memory what it was at REV, as one new commit (history is kept)."""
-    op = state.store().restore(rev)
+def log(
+    state: CliState,
+    args: tuple[str, ...],
+    session: str | None,
+    command_name: str | None,
+    since: str | None,
+    until: str | None,
+    max_count: int | None,
+    stat: bool,
+    patch: bool,
+    as_json: bool,
+) -> None:
+    """Show the memory's history, newest first: one operation per line.
+
+    Starts at REV (default: HEAD). With PATHs, only operations that touched them (or anything
+    below them), following renames back to earlier names.
+    """
+    revs, paths = split_revs_and_paths(args, 1)
+    store = state.store()
+    ops = history.log(
+        store,
+        revs[0] if revs else None,
+        paths=paths,
+        session=session,
+        command=command_name,
+        since=None if since is None else parse_time(since),
+        until=None if until is None else parse_time(until),
+        max_count=max_count,
+    )
+    head = store.head_operation()
+    total = max_count if max_count is not None else (0 if head is None else head.seq)
+    stdout_is_terminal = _isatty(sys.stdout)
+    with progress_bar("log", enabled=patch and not stdout_is_terminal) as advance:
+
+        def counted(source: Iterator[Operation]) -> Iterator[Operation]:
+            for done, op in enumerate(source, 1):
+                yield op
+                advance(done, total)
+
+        if as_json:
+            emit_lines(state, _log_json(store, counted(ops), stat, patch), page=False)
+        else:
+            emit_lines(state, _log_text(store, counted(ops), stat, patch))
+
+
+def _log_json(
+    store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool
+) -> Iterator[str]:
+    for op in ops:
+        body = op.to_json()
+        if stat or patch:
+            body["changes"] = [c.to_json(with_diff=patch) for c in history.changes(store, op)]
+        yield json_line(body)
+
+
+def _log_text(
+    store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool
+) -> Iterator[str]:
+    # Align the session column on the first screenful rather than wait for the whole history.
+    first = list(islice(ops, _WIDTH_LOOKAHEAD))
+    width = max((len(visible(op.session)) for op in first), default=0)
+    for index, op in enumerate(chain(first, ops)):
+        if (stat or patch) and index:
+            yield ""
+        yield log_line(op, width)
+        if stat or patch:
+            changes = history.changes(store, op)
+            if stat:
+                yield from stat_lines(changes)
+            if patch:
+                yield from patches(changes)
+
+
+@main.command()
+@click.argument("rev", default="HEAD")
+@click.option("--stat", is_flag=True, help="Show lines added and removed per file, not the diff.")
+@pager_option
+@json_option
+@pass_state
+def show(state: CliState, rev: str, stat: bool, as_json: bool) -> None:
+    """Show one operation (default: HEAD): its record and the diff it made."""
+    store = state.store()
+    op = store.operation(rev)
+    changes = history.changes(store, op)
+    if as_json:
+        body = op.to_json()
+        body["changes"] = [c.to_json(with_diff=True) for c in changes]
+        emit_lines(state, [json_line(body)], page=False)
+        return
+    lines = [
+        style(f"operation {op.commit}", fg="yellow"),
+        f"Seq:      {op.seq}",
+        f"Date:     {local_time(op.record.time, offset=True)}",
+        f"Session:  {visible(op.session)}",
+        f"Command:  {visible(op.command)}",
+        "Paths:    " + visible((" -> " if op.command == "rename" else " ").join(op.paths)),
+    ]
+    if op.record.detail:
+        lines.append(f"Detail:   {json.dumps(op.record.detail, sort_keys=True)}")
+    if changes:
+        lines.append("")
+        lines.extend(stat_lines(changes) if stat else patches(changes))
+    emit_lines(state, lines)
+
+
+@main.command()
+@click.argument("args", nargs=-1, required=True, metavar="REV [REV2] [PATH]...")
+@click.option("--stat", is_flag=True, help="Show lines added and removed per file, not the diff.")
+@pager_option
+@json_option
+@pass_state
+def diff(state: CliState, args: tuple[str, ...], stat: bool, as_json: bool) -> None:
+    """Show the changes from REV to REV2 (default: HEAD), optionally only under PATHs.
+
+    Paths start with /memories; `--` before them is accepted, as in git.
+    """
+    revs, paths = split_revs_and_paths(args, 2)
+    if not revs:
+        raise UsageError("give the revision to compare with, e.g. gitmem diff HEAD~1")
+    changes = history.diff(state.store(), revs[0], revs[1] if len(revs) > 1 else None, paths)
+    if as_json:
+        objects = (json_line(c.to_json(with_diff=True)) for c in changes)
+        emit_lines(state, objects, page=False)
+    else:
+        emit_lines(state, stat_lines(changes) if stat else patches(changes))
+
+
+@main.command()
+@click.argument("path", shell_complete=complete_memory_path)
+@click.option("--rev", metavar="REV", help="Blame the file as it was at REV (default: HEAD).")
+@pager_option
+@json_option
+@pass_state
+def blame(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
+    """Show, for each line of a file, the operation that last wrote it.
+
+    Each line: short id, session, local time, line number, text.
+    """
+    lines = history.blame(state.store(), memory_path(path), rev)
+    if as_json:
+        emit_lines(state, (json_line(b.to_json()) for b in lines), page=False)
+        return
+    width = max((len(visible(b.operation.session)) for b in lines), default=0)
+    digits = len(str(len(lines)))
+
+    def row(entry: history.BlameLine) -> str:
+        op = entry.operation
+        who = style(visible(op.session).ljust(width), fg="cyan")
+        when = local_time(op.record.time)
+        number = str(entry.number).rjust(digits)
+        text = visible(entry.text)
+        return f"{style(op.commit[:10], fg='yellow')} ({who} {when} {number}) {text}"
+
+    emit_lines(state, (row(entry) for entry in lines))
+
+
+@main.command()
+@pager_option
+@json_option
+@pass_state
+def sessions(state: CliState, as_json: bool) -> None:
+    """One row per session: first and last time, operations by command, paths touched.
+
+    Most recently active first.
+    """
+    found = history.sessions(state.store())
+    if as_json:
+        emit_lines(state, (json_line(s.to_json()) for s in found), page=False)
+        return
+    rows = [("SESSION", "FIRST", "LAST", "OPS", "COMMANDS", "PATHS")]
+    for summary in found:
+        commands = " ".join(f"{c}:{n}" for c, n in sorted(summary.commands.items()))
+        touched = sorted(summary.paths)
+        shown = " ".join(touched[:_SHOWN_PATHS])
+        if len(touched) > _SHOWN_PATHS:
+            shown += f" (+{len(touched) - _SHOWN_PATHS} more)"
+        rows.append(
+            (
+                visible(summary.session),
+                local_time(summary.first.record.time),
+                local_time(summary.last.record.time),
+                str(summary.operations),
+                visible(commands),
+                visible(shown),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+
+    def line(index: int, row: tuple[str, ...]) -> str:
+        cells = [
+            row[0].ljust(widths[0]),
+            row[1].ljust(widths[1]),
+            row[2].ljust(widths[2]),
+            row[3].rjust(widths[3]),
+            row[4].ljust(widths[4]),
+            row[5],
+        ]
+        text = "  ".join(cells).rstrip()
+        if index == 0:
+            return style(text, bold=True)
+        return text.replace(row[0], style(row[0], fg="cyan"), 1)
+
+    emit_lines(state, (line(i, row) for i, row in enumerate(rows)))
+
+
+@main.command()
+@click.argument("path", shell_complete=complete_memory_path)
+@click.option("--rev", metavar="REV", help="View the memory as it was at REV (default: HEAD).")
+@click.option(
+    "--range",
+    "view_range",
+    type=(int, int),
+    metavar="START END",
+    help="Only lines START to END (END -1: to the end), as view_range does.",
+)
+@pager_option
+@json_option
+@pass_state
+def view(
+    state: CliState,
+    path: str,
+    rev: str | None,
+    view_range: tuple[int, int] | None,
+    as_json: bool,
+) -> None:
+    """Show PATH exactly as Claude's memory tool `view` returns it (numbered lines, listings)."""
+    store = state.store()
+    text = history.view(store, path, rev, view_range or ())
+    if as_json:
+        commit = store.resolve(rev) if rev is not None else store.head()
+        emit_json({"path": path, "commit": commit, "text": text})
+    else:
+        emit_lines(state, [visible(line) for line in text.split("\n")])
+
+
+@main.command()
+@click.argument("path", shell_complete=complete_memory_path)
+@click.option("--rev", metavar="REV", help="The file as it was at REV (default: HEAD).")
+@json_option
+@pass_state
+def cat(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
+    """Print the raw content of the memory file PATH."""
+    store = state.store()
+    text = history.cat(store, memory_path(path), rev)
+    if as_json:
+        commit = store.resolve(rev) if rev is not None else store.head()
+        emit_json({"path": str(memory_path(path)), "commit": commit, "text": text})
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+# -- restore, export, import ------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("args", nargs=-1, metavar="[REV] [PATH]...", shell_complete=complete_memory_path)
+@click.option(
+    "--session",
+    "session_name",
+    metavar="NAME",
+    help="Restore the memory as it was when session NAME ended (its last operation).",
+)
+@click.option(
+    "--before", metavar="TIME", help="Restore the memory as it was at TIME (ISO 8601 or 2h, 3d)."
+)
+@click.option("--dry-run", is_flag=True, help="Show the changes it would make; write nothing.")
+@pager_option
+@json_option
+@pass_state
+def restore(
+    state: CliState,
+    args: tuple[str, ...],
+    session_name: str | None,
+    before: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Make the memory what it was at REV, as one new commit (history is kept).
+
+    With PATHs, only those files and directories are restored. The source is REV, or
+    --session NAME, or --before TIME: exactly one of them.
+    """
+    revs, paths = split_revs_and_paths(args, 1)
+    sources = [*revs]
+    if session_name is not None:
+        sources.append(SESSION_PREFIX + session_name)
+    if before is not None:
+        parse_time(before)  # a malformed time is a usage error before anything else
+        sources.append("@{" + before + "}")
+    if len(sources) != 1:
+        raise UsageError("give exactly one of REV, --session NAME or --before TIME")
+    store = state.store()
+    rev = sources[0]
+    if dry_run:
+        changes = history.restore_preview(store, rev, paths)
+        if as_json:
+            objects = (json_line(c.to_json(with_diff=True)) for c in changes)
+            emit_lines(state, objects, page=False)
+            return
+        target = store.resolve(rev)
+        summary = f"Dry run: restoring {target[:10]} would change {len(changes)} file(s)"
+        emit_lines(state, chain([summary + (":" if changes else ".")], patches(changes)))
+        return
+    op = store.restore(rev, paths or None)
     if as_json:
         emit_json(op.to_json())
-    else:
-        click.echo(
-            f"Restored the memory as of {op.record.detail['from'][:10]} in new commit "
-            f"{op.commit[:10]} ({len(op.paths)} path(s) changed)"
-        )
+        return
+    what = "the memory" if not paths else ", ".join(str(p) for p in paths)
+    click.echo(
+        f"Restored {what} as of {op.record.detail['from'][:10]} in new commit "
+        f"{op.commit[:10]} ({len(op.paths)} path(s) changed)"
+    )
+
+
+@main.command()
+@click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--rev", metavar="REV", help="Export the memory as it was at REV (default: HEAD).")
+@click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
+@json_option
+@pass_state
+def export(state: CliState, directory: Path, rev: str | None, force: bool, as_json: bool) -> None:
+    """Write the memory as plain files under DIR (/memories/a.md -> DIR/a.md), owner-only."""
+    with progress_bar("export") as advance:
+        summary = history.export(state.store(), directory, rev, force=force, progress=advance)
+    if as_json:
+        emit_json(summary.to_json())
+        return
+    source = "an empty memory" if summary.commit is None else summary.commit[:10]
+    click.echo(
+        f"Exported {summary.files} file(s) and {summary.directories} directory(ies) of "
+        f"{source} to {summary.directory} (owner-only: files 0600, directories 0700)"
+    )
+
+
+@main.command("import")
+@click.argument(
+    "directory", metavar="DIR", type=click.Path(path_type=Path, exists=True, file_okay=False)
+)
+@click.option("--replace", is_flag=True, help="Also remove memory files that are not in DIR.")
+@json_option
+@pass_state
+def import_command(state: CliState, directory: Path, replace: bool, as_json: bool) -> None:
+    """Import the files under DIR (DIR/a.md -> /memories/a.md) as one commit.
+
+    Every file must be UTF-8 text within the store's file size limit; otherwise nothing is
+    imported and each refused file is named. Existing memory files at the same paths are
+    replaced; --replace also removes the ones DIR does not have.
+    """
+    with progress_bar("import") as advance:
+        op = history.import_(state.store(), directory, replace=replace, progress=advance)
+    if as_json:
+        emit_json(op.to_json())
+        return
+    click.echo(
+        f"Imported {op.record.detail['files']} file(s) from {directory} in new commit "
+        f"{op.commit[:10]} ({len(op.paths)} path(s) changed)"
+    )
 
 
 @main.command()
@@ -190,7 +865,10 @@ def restore(state: CliState, rev: str, as_json: bool) -> None:
 @pass_state
 def verify(state: CliState, as_json: bool) -> None:
     """Authenticate every commit and decrypt every object; exit 5 when anything fails."""
-    report = state.store().verify()
+    store = state.store()
+    with progress_bar("verify") as advance:
+        total = _head_seq(store)
+        report = store.verify(progress=lambda done: advance(done, total))
     if as_json:
         emit_json(
             {
@@ -206,14 +884,28 @@ def verify(state: CliState, as_json: bool) -> None:
         status = "ok" if report.ok else f"FAILED ({len(report.problems)} problem(s))"
         click.echo(f"verified {report.commits} commit(s), {report.objects} object(s): {status}")
     if not report.ok:
-        sys.exit(5)
+        sys.exit(IntegrityError.exit_code)
+
+
+def _head_seq(store: MemoryStore) -> int:
+    try:
+        head = store.head_operation()
+    except GitMemError:
+        return 0  # verify reports it
+    return 0 if head is None else head.seq
 
 
 @main.command("accept-head")
+@json_option
 @pass_state
-def accept_head(state: CliState) -> None:
+def accept_head(state: CliState, as_json: bool) -> None:
     """Trust the branch as it is now, after a deliberate rollback of the repository."""
     op = state.store().accept_head()
+    if as_json:
+        emit_json(
+            {"commit": None if op is None else op.commit, "seq": None if op is None else op.seq}
+        )
+        return
     where = "an empty store" if op is None else f"operation #{op.seq} ({op.commit[:10]})"
     click.echo(f"This client now trusts the store at {where}.")
 
@@ -257,3 +949,85 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
             click.echo(f"Try: gitmem --repo {repo} log --json")
         else:
             click.echo("\nThe demo store was temporary; `gitmem demo --store PATH` keeps one.")
+
+
+@main.command()
+@click.option(
+    "--older-than",
+    required=True,
+    metavar="AGE",
+    help="Expire files last written more than AGE ago: 90d, 12h, 2w, 1d12h (s, m, h, d, w).",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be removed; write nothing.")
+@json_option
+@pass_state
+def expire(state: CliState, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Remove memory files untouched for longer than AGE, as one commit.
+
+    A file's last touch is the newest commit that wrote it (create, str_replace, insert,
+    rename, restore, import); reads do not count. The commit lists what it removed, and
+    `gitmem restore` of its parent brings it all back.
+    """
+    from .expiry import parse_duration
+
+    result = state.store().expire(parse_duration(older_than), dry_run=dry_run)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    cutoff = result.cutoff.strftime("%Y-%m-%d %H:%M:%S UTC")
+    verb = "would remove" if dry_run else "removed"
+    for item in result.expired:
+        when = item.last_touched.strftime("%Y-%m-%d %H:%M:%S UTC")
+        click.echo(f"{verb}  {item.path}  (last written {when}, {item.commit[:10]})")
+    total = len(result.expired) + result.kept
+    if dry_run:
+        click.echo(
+            f"Dry run: {len(result.expired)} of {total} file(s) untouched since {cutoff}; "
+            "nothing was written."
+        )
+    elif result.operation is None:
+        click.echo(f"Nothing to expire: all {total} file(s) were written since {cutoff}.")
+    else:
+        op = result.operation
+        click.echo(
+            f"Removed {len(result.expired)} of {total} file(s) untouched since {cutoff} in "
+            f"commit {op.commit[:10]}; `gitmem restore {op.parents[0][:10]}` brings them back."
+        )
+
+
+@main.command()
+@click.option(
+    "--grace",
+    default="2w",
+    show_default=True,
+    metavar="AGE",
+    help="Keep unreferenced objects younger than AGE (s, m, h, d, w); 0s prunes them all.",
+)
+@json_option
+@pass_state
+def gc(state: CliState, grace: str, as_json: bool) -> None:
+    """Pack the repository and prune the objects that nothing references.
+
+    Safe while other processes read the store; writers wait for it (it holds the lock).
+    History is never pruned: every commit stays, with everything it references.
+    """
+    from .expiry import parse_duration
+
+    report = state.store().gc(parse_duration(grace).total_seconds())
+    if as_json:
+        emit_json(
+            {
+                "packed": report.packed,
+                "pruned": report.pruned,
+                "kept": report.kept,
+                "removed_packs": report.removed_packs,
+                "bytes_before": report.bytes_before,
+                "bytes_after": report.bytes_after,
+            }
+        )
+        return
+    click.echo(
+        f"Packed {report.packed} object(s); pruned {report.pruned} unreferenced, kept "
+        f"{report.kept} younger than {grace}; {report.bytes_before:,} -> "
+        f"{report.bytes_after:,} bytes."
+    )

@@ -115,7 +115,14 @@ def printable(text: str) -> str:
     out = []
     for ch in text:
         code = ord(ch)
-        if code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000:
+        # Bidirectional controls are escaped too: they would reorder the message around them.
+        if (
+            code < 0x20
+            or 0x7F <= code < 0xA0
+            or 0xD800 <= code < 0xE000
+            or 0x202A <= code <= 0x202E
+            or 0x2066 <= code <= 0x2069
+        ):
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:
             out.append(ch)

@@ -11,6 +11,9 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
+import struct
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -111,11 +114,21 @@ class GitRepo:
 
     def read_blob(self, oid: str) -> bytes:
         """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt or not a blob."""
-        obj = self._object(oid)
-        if obj.type != ObjectType.BLOB:
+        # One read of the object database (hash-verified like every read): a pygit2 Blob loads
+        # lazily and reads the object twice, which doubles the cost of every chunk read.
+        try:
+            kind, data = self._git.odb.read(oid)
+        except KeyError:
+            raise IntegrityError(f"object {oid} is missing from the repository") from None
+        except (ValueError, pygit2.GitError) as exc:
+            raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+        if kind != ObjectType.BLOB:
             raise IntegrityError(f"object {oid} should be a blob")
-        assert isinstance(obj, pygit2.Blob)
-        return bytes(obj.data)
+        return bytes(data)
+
+    def has(self, oid: str) -> bool:
+        """True when object ``oid`` is in the object database."""
+        return bool(self._git.odb.exists(oid))
 
     def write_tree(self, entries: list[TreeEntry]) -> str:
         """Store a tree of ``entries`` and return its id."""
@@ -146,6 +159,10 @@ class GitRepo:
             pygit2.Oid(hex=tree),
             [pygit2.Oid(hex=p) for p in parents],
         )
+        # On a full disk, pygit2 1.21's create_commit returns the id of a commit it did not
+        # write (blobs and trees raise); say so rather than let the ref update fail obscurely.
+        if oid not in self._git.odb:
+            raise OSError(errno.ENOSPC, "the commit object was not written; is the disk full?")
         return str(oid)
 
     def read_commit(self, oid: str) -> CommitInfo:
@@ -284,3 +301,181 @@ class GitRepo:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    # -- garbage collection ---------------------------------------------------------------
+
+    def reachable(self) -> dict[str, str]:
+        """Every object reachable from any ref, each with a name hint for delta packing.
+
+        Raises :class:`IntegrityError` if a reachable object is missing or unreadable, so that a
+        damaged repository is never pruned.
+        """
+        git = self._git
+        seen: dict[str, str] = {}
+        stack: list[tuple[str, str]] = []
+        for name in git.references:
+            try:
+                target = git.references[name].resolve().target
+            except (KeyError, pygit2.GitError) as exc:
+                raise IntegrityError(f"the ref {name} cannot be resolved: {exc}") from None
+            stack.append((str(target), ""))
+        while stack:
+            oid, hint = stack.pop()
+            if oid in seen:
+                continue
+            seen[oid] = hint
+            obj = self._object(oid)
+            if isinstance(obj, pygit2.Commit):
+                stack.append((str(obj.tree_id), ""))
+                stack.extend((str(p), "") for p in obj.parent_ids)
+            elif isinstance(obj, pygit2.Tree):
+                stack.extend((str(e.id), str(e.name)) for e in obj)
+            elif isinstance(obj, pygit2.Tag):
+                stack.append((str(obj.target), ""))
+        return seen
+
+    def gc(self, grace: float, now: float | None = None) -> GcReport:
+        """Pack every reachable object into one pack and prune what nothing references.
+
+        The caller holds the writer lock. Loose objects that are packed are removed, and old
+        packs whose objects are all in the new one; an unreachable object is removed only once
+        it (its file, or its pack) is older than ``grace`` seconds. Readers need no lock: the
+        new pack is complete and durable before anything is removed, and libgit2 (like git)
+        rescans the packs when an object it looked for has moved.
+        """
+        now = time.time() if now is None else now
+        objects = self.path / "objects"
+        pack_dir = objects / "pack"
+        report = GcReport(bytes_before=_tree_bytes(objects))
+        for leftover in self.path.glob(_GC_TMP_PREFIX + "*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
+        reachable = self.reachable()
+        old_packs = sorted(pack_dir.glob("pack-*.idx")) if pack_dir.is_dir() else []
+        new_idx: Path | None = None
+        if reachable:
+            new_idx = self._write_pack(reachable, pack_dir)
+            packed = _pack_index_oids(new_idx)
+            if not packed >= reachable.keys():
+                raise IntegrityError("the new pack lacks reachable objects; nothing was pruned")
+            report.packed = len(packed)
+        # A multi-pack index may name packs removed below; readers fall back to the .idx files.
+        with contextlib.suppress(FileNotFoundError):
+            (pack_dir / "multi-pack-index").unlink()
+        for idx in old_packs:
+            if idx == new_idx or idx.with_suffix(".keep").exists():
+                continue
+            garbage = _pack_index_oids(idx) - reachable.keys()
+            if garbage and now - idx.with_suffix(".pack").stat().st_mtime < grace:
+                report.kept += len(garbage)
+                continue
+            report.pruned += len(garbage)
+            report.removed_packs += 1
+            # The index goes first: a pack without one is invisible to new readers.
+            for suffix in (".idx", ".pack", ".rev", ".bitmap", ".mtimes"):
+                with contextlib.suppress(FileNotFoundError):
+                    idx.with_suffix(suffix).unlink()
+        for fanout in objects.iterdir() if objects.is_dir() else []:
+            if len(fanout.name) != 2 or not fanout.is_dir():
+                continue
+            for loose in fanout.iterdir():
+                oid = fanout.name + loose.name
+                if len(oid) != 40 or any(c not in "0123456789abcdef" for c in oid):
+                    continue
+                if oid not in reachable:
+                    try:
+                        young = now - loose.stat().st_mtime < grace
+                    except FileNotFoundError:
+                        continue
+                    if young:
+                        report.kept += 1
+                        continue
+                    report.pruned += 1
+                with contextlib.suppress(FileNotFoundError):
+                    loose.unlink()
+            with contextlib.suppress(OSError):
+                fanout.rmdir()  # only succeeds when empty
+        with contextlib.suppress(AttributeError):
+            del self._local.repo  # reopened on next use, letting go of removed packs
+        report.bytes_after = _tree_bytes(objects)
+        return report
+
+    def _write_pack(self, objects: dict[str, str], pack_dir: Path) -> Path:
+        """Write one pack of ``objects`` durably into ``pack_dir``; return its index path."""
+        pack_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_GC_TMP_PREFIX, dir=self.path))
+        try:
+            builder = pygit2.PackBuilder(self._git)
+            builder.set_threads(0)
+            for oid, hint in objects.items():
+                _packbuilder_insert(builder, oid, hint)
+            builder.write(path=str(tmp))
+            (idx,) = tmp.glob("pack-*.idx")
+            target = pack_dir / idx.name
+            for suffix in (".pack", ".rev", ".idx"):  # the index last: it makes the pack visible
+                part = idx.with_suffix(suffix)
+                if part.exists():
+                    _fsync_file(part)
+                    os.replace(part, target.with_suffix(suffix))
+            self.fsync_dir(str(pack_dir.relative_to(self.path)))
+            return target
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+_GC_TMP_PREFIX = "gitmem-gc-"
+# Unreferenced objects younger than this survive a gc (git's default gc.pruneExpire).
+DEFAULT_GC_GRACE = 14 * 24 * 3600.0
+
+
+@dataclass
+class GcReport:
+    """What a garbage collection did: objects packed, pruned and kept, bytes before and after."""
+
+    packed: int = 0
+    pruned: int = 0
+    kept: int = 0
+    removed_packs: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> None:
+    # pygit2's PackBuilder.add passes no name; the name lets libgit2 put versions of the same
+    # file side by side when it searches for deltas (file trees of one path delta well).
+    from pygit2.ffi import C, ffi
+
+    git_oid = ffi.new("git_oid *")
+    ffi.buffer(git_oid)[:] = bytes.fromhex(oid)
+    name = ffi.new("char[]", hint.encode()) if hint else ffi.NULL
+    err = C.git_packbuilder_insert(builder._packbuilder, git_oid, name)
+    if err < 0:
+        raise IntegrityError(f"object {oid} could not be packed")
+
+
+def _pack_index_oids(idx: Path) -> set[str]:
+    """The object ids listed in a pack index (version 1 or 2)."""
+    data = idx.read_bytes()
+    if data[:4] == b"\xfftOc":
+        (count,) = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])
+        start = 8 + 256 * 4
+        return {data[start + 20 * i : start + 20 * i + 20].hex() for i in range(count)}
+    (count,) = struct.unpack(">I", data[255 * 4 : 256 * 4])
+    start = 256 * 4
+    return {data[start + 24 * i + 4 : start + 24 * i + 24].hex() for i in range(count)}
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for path in root.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total

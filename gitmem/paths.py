@@ -24,6 +24,7 @@ _WINDOWS_RESERVED = frozenset(
     + [f"lpt{i}" for i in range(10)]
     + ["com¹", "com²", "com³", "lpt¹", "lpt²", "lpt³"]
 )
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 # Rounds of percent-decoding tried when looking for encoded traversal; real names are not
@@ -90,6 +91,9 @@ def parse(raw: object) -> MemoryPath:
             raise InvalidPath(path, "it contains a lone surrogate (not valid Unicode text)")
         if code < 0x20 or 0x7F <= code < 0xA0 or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
             raise InvalidPath(path, "it contains a control character")
+        if ch in _BIDI_CONTROLS:
+            # Bidirectional overrides make a name display as something it is not.
+            raise InvalidPath(path, "it contains a bidirectional text control character")
     if "\\" in path:
         raise InvalidPath(path, "backslashes are not allowed; use / between components")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
@@ -103,7 +107,12 @@ def parse(raw: object) -> MemoryPath:
         if component == "":
             continue
         parts.append(_check_component(path, component))
-    return MemoryPath(tuple(parts))
+    result = MemoryPath(tuple(parts))
+    # NFC can lengthen a name (composition exclusions such as U+0958 decompose), so the limit
+    # holds for the stored form too: every accepted path must parse again as itself.
+    if len(str(result).encode("utf-8")) > MAX_PATH_BYTES:
+        raise InvalidPath(path, f"it is longer than {MAX_PATH_BYTES} bytes")
+    return result
 
 
 def _refuse_encoded_traversal(path: str) -> None:

@@ -26,7 +26,9 @@ from anyio.to_thread import run_sync
 
 from . import paths
 from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError, printable
+from .limits import Limits, fit_directory_view, fit_file_view
 from .render import TooManyLines, edit_snippet, view_directory, view_file
+from .secrets import DEFAULT_POLICY, SecretPolicy, redaction_note
 from .store import DEFAULT_LOCK_TIMEOUT, MemoryStore
 from .textops import InvalidInsertLine, MultipleMatches, TextNotFound
 
@@ -61,7 +63,8 @@ def check_input(data: object) -> None:
                 f"Error: the `{name}` parameter of {command} must be "
                 f"{'an integer' if kind is int else 'a string'}"
             )
-    if command == "view" and data.get("view_range") is not None:
+    # An empty view_range means the whole file, as the reference treats it.
+    if command == "view" and data.get("view_range") not in (None, []):
         view_range = data["view_range"]
         if (
             not isinstance(view_range, list)
@@ -84,38 +87,43 @@ class MemoryCommands:
         except InvalidPath as exc:
             raise ToolError(f"Error: {exc}") from None
 
-    def view(self, path: str, view_range: list[int] | None) -> str:
-        """The text of ``view``."""
+    def view(self, path: str, view_range: list[int] | None, *, rev: str | None = None) -> str:
+        """The text of ``view`` (of the memory at ``rev``; default: the head)."""
         target = self._path(path)
-        snap = self.store.snapshot()
+        snap = self.store.snapshot(rev)
         node = snap.lookup(target)
         if node is None:
             raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
+        max_chars = self.store.limits.max_view_chars
         if node.kind == "d":
-            return view_directory(path, str(target), snap.listing(target))
+            listing = view_directory(path, str(target), snap.listing(target))
+            return fit_directory_view(listing, max_chars)
+        content = snap.read_text(target)
         try:
-            return view_file(path, snap.read_text(target), view_range)
+            text = view_file(path, content, view_range)
         except TooManyLines as exc:
             raise ToolError(str(exc)) from None
+        range_end = view_range[1] if view_range and len(view_range) == 2 else -1
+        return fit_file_view(text, content.count("\n") + 1, range_end, max_chars)
 
     def create(self, path: str, file_text: str) -> str:
         """The text of ``create``."""
         target = self._path(path)
         try:
-            self.store.create(target, file_text)
+            op = self.store.create(target, file_text)
         except PathExists:
             raise ToolError(f"Error: File {path} already exists") from None
         except NotAFile as exc:
             raise ToolError(
                 f"Error: Cannot create {path}: {exc.path} is a file, not a directory"
             ) from None
-        return f"File created successfully at: {path}"
+        return f"File created successfully at: {path}" + redaction_note(op.record.detail)
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         """The text of ``str_replace``."""
         target = self._path(path)
         try:
-            _, result = self.store.str_replace(target, old_str, new_str)
+            op, result = self.store.str_replace(target, old_str, new_str)
         except (NotFound, NotAFile):
             raise ToolError(
                 f"Error: The path {path} does not exist. Please provide a valid path."
@@ -130,13 +138,13 @@ class MemoryCommands:
                 f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in "
                 f"lines: {', '.join(map(str, exc.lines))}. Please ensure it is unique"
             ) from None
-        return edit_snippet(result.text, result.changed_line)
+        return edit_snippet(result.text, result.changed_line) + redaction_note(op.record.detail)
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         """The text of ``insert``."""
         target = self._path(path)
         try:
-            self.store.insert(target, insert_line, insert_text)
+            op = self.store.insert(target, insert_line, insert_text)
         except (NotFound, NotAFile):
             raise ToolError(f"Error: The path {path} does not exist") from None
         except InvalidInsertLine as exc:
@@ -144,7 +152,7 @@ class MemoryCommands:
                 f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within "
                 f"the range of lines of the file: [0, {exc.n_lines}]"
             ) from None
-        return f"The file {path} has been edited."
+        return f"The file {path} has been edited." + redaction_note(op.record.detail)
 
     def delete(self, path: str) -> str:
         """The text of ``delete``."""
@@ -184,6 +192,15 @@ class MemoryCommands:
             raise
         except GitMemError as exc:
             raise ToolError(f"Error: {exc}") from None
+        except OSError as exc:
+            # The environment failed (a full disk, a read-only directory), not gitmem: say how.
+            # libgit2's messages name repository files only, which are hashes, never memory.
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            log.warning("gitmem: a memory command failed on storage: %s", reason)
+            raise ToolError(
+                f"Error: gitmem's storage failed ({reason}); the memory is unchanged unless a "
+                "later view shows otherwise"
+            ) from None
         except Exception as exc:
             log.exception("gitmem: unexpected failure in a memory command")
             raise ToolError(
@@ -198,6 +215,8 @@ def _open(
     session: str | None,
     lock_timeout: float,
     state_dir: str | os.PathLike[str] | None,
+    limits: Limits | None = None,
+    secrets: SecretPolicy = DEFAULT_POLICY,
 ) -> MemoryStore:
     return MemoryStore.open(
         repo,
@@ -206,6 +225,8 @@ def _open(
         session=session,
         lock_timeout=lock_timeout,
         state_dir=None if state_dir is None else Path(state_dir),
+        limits=limits,
+        secrets=secrets,
     )
 
 
@@ -216,6 +237,9 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     :func:`gitmem.generate_key` (or 32 bytes); when None it comes from ``GITMEM_KEY``, then the
     file named by ``GITMEM_KEY_FILE``, then the per-user key file of an existing store.
     ``session`` labels every commit this instance makes (unique per instance when None).
+    ``limits`` caps file, store and ``view`` sizes (default :class:`gitmem.Limits`); ``secrets``
+    is what a write holding a likely credential gets: ``reject`` (default), ``redact`` or
+    ``allow`` (``docs/safeguards.md``).
     """
 
     def __init__(
@@ -227,9 +251,11 @@ class GitMemoryTool(BetaAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         state_dir: str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        secrets: SecretPolicy = DEFAULT_POLICY,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, session, lock_timeout, state_dir)
+        self.store = _open(repo, key, session, lock_timeout, state_dir, limits, secrets)
         self._commands = MemoryCommands(self.store)
 
     @property
@@ -284,9 +310,11 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         state_dir: str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
+        secrets: SecretPolicy = DEFAULT_POLICY,
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, session, lock_timeout, state_dir)
+        self.store = _open(repo, key, session, lock_timeout, state_dir, limits, secrets)
         self._commands = MemoryCommands(self.store)
 
     @property

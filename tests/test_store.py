@@ -107,3 +107,22 @@ def test_revisions(store: gitmem.MemoryStore) -> None:
     for bad in ("HEAD~9", "nothing", "zz12", "HEAD~x"):
         with pytest.raises(gitmem.UsageError):
             store.resolve(bad)
+
+
+def test_bidi_controls_are_refused_and_escaped_in_the_message(tool: gitmem.GitMemoryTool) -> None:
+    from anthropic.lib.tools import ToolError
+
+    with pytest.raises(ToolError) as err:
+        tool.call({"command": "create", "path": "/memories/a\u202egpj.md", "file_text": "x"})
+    assert str(err.value) == (
+        "Error: The path /memories/a\\u202egpj.md is not allowed: it contains a bidirectional "
+        "text control character"
+    )
+    assert tool.store.head() is None
+
+
+def test_an_empty_view_range_shows_the_whole_file(tool: gitmem.GitMemoryTool) -> None:
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x\ny"})
+    assert tool.call({"command": "view", "path": "/memories/a.md", "view_range": []}) == (
+        "Here's the content of /memories/a.md with line numbers:\n     1\tx\n     2\ty"
+    )

@@ -1,0 +1,222 @@
+"""Figure (1): history size of the multi-session progress-log workload, gitmem vs plain git.
+
+The workload: an initializer writes a ``features.md`` of N unticked items and a ``progress.md``
+header; then each of S sessions views the memory, appends an entry of about 600 bytes of varied
+text to ``progress.md`` (``insert`` at the end), ticks one item of ``features.md``
+(``str_replace``), and every tenth session also creates a small note. The same sequence of
+states is committed to a plain, unencrypted git repository (one commit per operation, as
+gitmem makes). Both are then packed with ``git gc --aggressive --prune=now`` and their object
+databases measured.
+
+    python benchmarks/bench_history_size.py                 # 1,000 sessions, 1,000 features
+    python benchmarks/bench_history_size.py --sessions 200  # quicker
+
+fsync is off while the stores are built (``--fsync`` turns it on): it changes how long the run
+takes, not a single byte of either repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+import gitmem
+from gitmem import chunking
+from gitmem.paths import parse
+from gitmem.store import MemoryStore
+
+_SYLLABLES = "ka lo mi ne ra to su pe an ti or en is al ly ing er ed th qu st re co de ma".split()
+
+
+@dataclass(frozen=True)
+class Op:
+    """One memory operation of the workload."""
+
+    session: str
+    command: str  # create | insert | str_replace
+    path: str
+    text: str = ""
+    old: str = ""
+
+
+class Words:
+    """Pseudo-English text: a 3,000-word vocabulary, half the words drawn from its top 100."""
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.rnd = rnd
+        self.vocab = [
+            "".join(rnd.choice(_SYLLABLES) for _ in range(rnd.randint(1, 4))) for _ in range(3000)
+        ]
+
+    def word(self) -> str:
+        pool = self.vocab[:100] if self.rnd.random() < 0.5 else self.vocab
+        return self.rnd.choice(pool)
+
+    def sentence(self) -> str:
+        words = [self.word() for _ in range(self.rnd.randint(5, 16))]
+        return " ".join(words).capitalize() + "."
+
+    def text(self, size: int) -> str:
+        out: list[str] = []
+        while sum(map(len, out)) < size:
+            out.append(self.sentence())
+        return " ".join(out)
+
+
+def workload(sessions: int, features: int, seed: int = 1) -> Iterator[Op]:
+    """The operations of the workload, in order (deterministic for a given ``seed``)."""
+    rnd = random.Random(seed)
+    words = Words(rnd)
+    items = [f"- [ ] F{i:04d}: {words.text(30)}\n" for i in range(features)]
+    yield Op("init", "create", "/memories/features.md", "# Features\n\n" + "".join(items))
+    yield Op("init", "create", "/memories/progress.md", "# Progress log\n")
+    order = list(range(features))
+    rnd.shuffle(order)
+    lines = 1
+    for n in range(1, sessions + 1):
+        label = f"session-{n:04d}"
+        entry = (
+            f"\n## Session {n} (day {n // 3 + 1})\n"
+            f"- Worked on F{order[(n - 1) % features]:04d}: {words.text(200)}\n"
+            f"- Tests: {rnd.randint(0, 400)} passed, {rnd.randint(0, 3)} failed.\n"
+            f"- Next: {words.text(150)}\n"
+        )
+        yield Op(label, "insert", "/memories/progress.md", entry, str(lines))
+        lines += entry.count("\n")
+        item = f"- [ ] F{order[(n - 1) % features]:04d}:"
+        yield Op(label, "str_replace", "/memories/features.md", item.replace("[ ]", "[x]"), item)
+        if n % 10 == 0:
+            note = f"# Note from {label}\n\n{words.text(300)}\n"
+            yield Op(label, "create", f"/memories/notes/{label}.md", note)
+
+
+def apply_gitmem(store: MemoryStore, ops: list[Op]) -> None:
+    """Run ``ops`` on ``store``, viewing the memory at the start of every session."""
+    session = None
+    for op in ops:
+        if op.session != session:
+            session = store.session = op.session
+            store.listing(parse("/memories"))
+            with_progress = store.kind(parse("/memories/progress.md"))
+            if with_progress:
+                store.read_text(parse("/memories/progress.md"))
+        path = parse(op.path)
+        if op.command == "create":
+            store.create(path, op.text)
+        elif op.command == "insert":
+            store.insert(path, int(op.old), op.text)
+        else:
+            store.str_replace(path, op.old, op.text)
+
+
+def apply_plain(repo: pygit2.Repository, ops: list[Op]) -> dict[str, str]:
+    """Commit the same sequence of states, unencrypted, one commit per operation."""
+    files: dict[str, str] = {}
+    parents: list[pygit2.Oid] = []
+    for index, op in enumerate(ops):
+        if op.command == "create":
+            files[op.path] = op.text
+        elif op.command == "insert":
+            lines = files[op.path].splitlines(keepends=True)
+            at = int(op.old)
+            files[op.path] = "".join(lines[:at]) + op.text + "".join(lines[at:])
+        else:
+            files[op.path] = files[op.path].replace(op.old, op.text, 1)
+        tree = _plain_tree(repo, files)
+        when = pygit2.Signature("agent", "agent@example.invalid", 1_700_000_000 + 60 * index, 0)
+        message = f"{op.command} {op.path}\n\nsession {op.session}\n"
+        parents = [repo.create_commit("refs/heads/main", when, when, message, tree, parents)]
+    return files
+
+
+def _plain_tree(repo: pygit2.Repository, files: dict[str, str]) -> pygit2.Oid:
+    nested: dict[str, object] = {}
+    for path, text in files.items():
+        node = nested
+        *dirs, name = path.strip("/").split("/")
+        for d in dirs:
+            node = node.setdefault(d, {})  # type: ignore[assignment]
+        node[name] = text
+
+    def write(node: dict[str, object]) -> pygit2.Oid:
+        builder = repo.TreeBuilder()
+        for name, value in sorted(node.items()):
+            if isinstance(value, dict):
+                builder.insert(name, write(value), pygit2.enums.FileMode.TREE)
+            else:
+                assert isinstance(value, str)
+                builder.insert(name, repo.create_blob(value.encode()), pygit2.enums.FileMode.BLOB)
+        return builder.write()
+
+    return write(nested)
+
+
+def object_bytes(repo: Path) -> int:
+    """Bytes in the object database (packs, their indexes and loose objects)."""
+    return sum(p.stat().st_size for p in (repo / "objects").rglob("*") if p.is_file())
+
+
+def git_gc_aggressive(repo: Path) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "gc", "--aggressive", "--prune=now", "--quiet"], check=True
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--features", type=int, default=1000)
+    parser.add_argument("--fsync", action="store_true", help="keep fsync on while building")
+    parser.add_argument("--keep", type=Path, help="build the repositories under this directory")
+    args = parser.parse_args(argv)
+    if not args.fsync:
+        pygit2.settings.enable_fsync_gitdir(False)
+    ops = list(workload(args.sessions, args.features))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    plain_path = work / "plain.git"
+    plain = pygit2.init_repository(str(plain_path), bare=True, initial_head="main")
+    expected = apply_plain(plain, ops)
+    plain_built = time.perf_counter()
+    store = MemoryStore.open(
+        work / "gitmem.git", gitmem.generate_key(), create=True, state_dir=work / "state"
+    )
+    apply_gitmem(store, ops)
+    gitmem_built = time.perf_counter()
+    if store.files() != expected:
+        print("the two repositories hold different memories", file=sys.stderr)
+        return 1
+    loose = object_bytes(store.path)
+    report = store.gc()
+    after_gitmem_gc = object_bytes(store.path)
+    git_gc_aggressive(plain_path)
+    git_gc_aggressive(store.path)
+    plain_size, gitmem_size = object_bytes(plain_path), object_bytes(store.path)
+    if not store.verify().ok:
+        print("verify failed after gc", file=sys.stderr)
+        return 1
+    commits = sum(1 for _ in store.log())
+    print(f"workload: {args.sessions} sessions, {args.features} features, {commits} commits")
+    print(f"chunk tiers: {chunking.TIERS}")
+    print(f"fsync while building: {'on' if args.fsync else 'off'}")
+    print(f"plain git built in {plain_built - started:.1f}s, gitmem in {gitmem_built - plain_built:.1f}s")
+    print(f"gitmem loose objects before gc: {loose:,} bytes")
+    print(f"gitmem after `gitmem gc`:       {after_gitmem_gc:,} bytes ({report.packed} objects)")
+    print(f"plain git after gc --aggressive:  {plain_size:,} bytes")
+    print(f"gitmem after gc --aggressive:     {gitmem_size:,} bytes")
+    print(f"ratio gitmem / plain git: {gitmem_size / plain_size:.2f}x (target <= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

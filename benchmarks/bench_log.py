@@ -1,0 +1,353 @@
+"""How fast ``gitmem log --json`` streams a long history: time to its first line and to its end.
+
+    python benchmarks/bench_log.py                   # 100,000 commits
+    python benchmarks/bench_log.py --commits 20000   # smaller
+    python benchmarks/bench_log.py --store /tmp/big.git --reuse   # time an existing bench store
+
+The store is built with real gitmem operations (create, str_replace, insert, rename, delete by
+a series of sessions) through ``MemoryStore``'s public methods, so every commit is a genuine
+authenticated gitmem commit; only the object database is bypassed: :class:`PackingRepo` hashes
+objects itself and appends them to pack files, instead of writing one fsynced loose file per
+object and moving the branch after every commit. The branch is set once at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from gitmem import MemoryStore, generate_key, parse_path
+from gitmem.gitrepo import BRANCH, TREE_MODE, CommitInfo, GitRepo, TreeEntry
+
+_TYPES = {"commit": 1, "tree": 2, "blob": 3}
+_SIGNATURE = b"gitmem <gitmem@invalid> 0 +0000"
+# Objects go to a new pack every this many commits, so that memory stays bounded and the
+# objects written earlier become readable through the real repository.
+_COMMITS_PER_PACK = 10_000
+
+
+class PackWriter:
+    """Appends git objects to a pack file and writes its version-2 index when closed."""
+
+    def __init__(self, pack_dir: Path) -> None:
+        self.pack_dir = pack_dir
+        self.tmp = pack_dir / f"tmp-bench-{os.getpid()}.pack"
+        self.handle: IO[bytes] = open(self.tmp, "wb")  # noqa: SIM115 (closed in finish)
+        self.handle.write(b"PACK" + struct.pack(">II", 2, 0))
+        self.entries: list[tuple[bytes, int, int]] = []  # (binary id, crc32, offset)
+        self.offset = 12
+
+    def add(self, kind: str, oid: str, data: bytes) -> None:
+        """Append one object (its id already computed)."""
+        size = len(data)
+        byte = (_TYPES[kind] << 4) | (size & 0x0F)
+        size >>= 4
+        header = bytearray()
+        while size:
+            header.append(byte | 0x80)
+            byte = size & 0x7F
+            size >>= 7
+        header.append(byte)
+        entry = bytes(header) + zlib.compress(data, 1)
+        self.handle.write(entry)
+        self.entries.append((bytes.fromhex(oid), zlib.crc32(entry), self.offset))
+        self.offset += len(entry)
+
+    def finish(self) -> None:
+        """Close the pack and write its index; the objects are then in the repository."""
+        handle = self.handle
+        handle.seek(8)
+        handle.write(struct.pack(">I", len(self.entries)))
+        handle.close()
+        digest = hashlib.sha1()
+        with open(self.tmp, "rb") as reader:
+            for block in iter(lambda: reader.read(1 << 20), b""):
+                digest.update(block)
+        checksum = digest.digest()
+        with open(self.tmp, "ab") as appender:
+            appender.write(checksum)
+        entries = sorted(self.entries)
+        fanout = [0] * 256
+        for oid, _, _ in entries:
+            fanout[oid[0]] += 1
+        running, table = 0, []
+        for count in fanout:
+            running += count
+            table.append(running)
+        large: list[int] = []
+        offsets = []
+        for _, _, offset in entries:
+            if offset < 0x80000000:
+                offsets.append(offset)
+            else:
+                offsets.append(0x80000000 | len(large))
+                large.append(offset)
+        index = b"".join(
+            [
+                b"\xfftOc" + struct.pack(">I", 2),
+                struct.pack(">256I", *table),
+                b"".join(oid for oid, _, _ in entries),
+                b"".join(struct.pack(">I", crc) for _, crc, _ in entries),
+                b"".join(struct.pack(">I", offset) for offset in offsets),
+                b"".join(struct.pack(">Q", offset) for offset in large),
+                checksum,
+            ]
+        )
+        name = f"pack-{checksum.hex()}"
+        (self.pack_dir / f"{name}.idx").write_bytes(index + hashlib.sha1(index).digest())
+        os.replace(self.tmp, self.pack_dir / f"{name}.pack")
+
+
+def _object_id(kind: str, data: bytes) -> str:
+    return hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
+
+
+def _tree_bytes(entries: list[TreeEntry]) -> bytes:
+    def order(entry: TreeEntry) -> bytes:
+        name = entry.name.encode()
+        return name + b"/" if entry.mode == TREE_MODE else name
+
+    return b"".join(
+        f"{entry.mode:o} {entry.name}".encode() + b"\0" + bytes.fromhex(entry.oid)
+        for entry in sorted(entries, key=order)
+    )
+
+
+def _parse_tree(data: bytes) -> list[TreeEntry]:
+    entries, pos = [], 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        nul = data.index(b"\0", space)
+        mode = int(data[pos:space], 8)
+        oid = data[nul + 1 : nul + 21].hex()
+        entries.append(TreeEntry(data[space + 1 : nul].decode(), oid, mode))
+        pos = nul + 21
+    return entries
+
+
+class PackingRepo(GitRepo):
+    """A :class:`GitRepo` whose new objects are hashed here and appended to packs.
+
+    Objects written since the last pack was finished are served from memory; the branch lives
+    in memory until :meth:`finish` sets it. No lock is taken: the benchmark is the only writer.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.pending: dict[str, tuple[str, bytes]] = {}
+        self.pack = PackWriter(path / "objects" / "pack")
+        self.branch: str | None = None
+        self.commits = 0
+
+    def _put(self, kind: str, data: bytes) -> str:
+        oid = _object_id(kind, data)
+        if oid not in self.pending:
+            self.pending[oid] = (kind, data)
+            self.pack.add(kind, oid, data)
+        return oid
+
+    def _get(self, oid: str, kind: str) -> bytes | None:
+        found = self.pending.get(oid)
+        if found is None:
+            return None
+        assert found[0] == kind, f"{oid} is a {found[0]}, not a {kind}"
+        return found[1]
+
+    def write_blob(self, data: bytes) -> str:
+        return self._put("blob", data)
+
+    def read_blob(self, oid: str) -> bytes:
+        data = self._get(oid, "blob")
+        return super().read_blob(oid) if data is None else data
+
+    def has(self, oid: str) -> bool:
+        return oid in self.pending or super().has(oid)
+
+    def write_tree(self, entries: list[TreeEntry]) -> str:
+        return self._put("tree", _tree_bytes(entries))
+
+    def read_tree(self, oid: str) -> list[TreeEntry]:
+        data = self._get(oid, "tree")
+        return super().read_tree(oid) if data is None else _parse_tree(data)
+
+    def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
+        lines = [f"tree {tree}".encode()] + [f"parent {p}".encode() for p in parents]
+        lines += [b"author " + _SIGNATURE, b"committer " + _SIGNATURE]
+        oid = self._put("commit", b"\n".join(lines) + b"\n\n" + message)
+        self.commits += 1
+        if self.commits % _COMMITS_PER_PACK == 0:
+            self.flush()
+        return oid
+
+    def read_commit(self, oid: str) -> CommitInfo:
+        data = self._get(oid, "commit")
+        if data is None:
+            return super().read_commit(oid)
+        head, _, message = data.partition(b"\n\n")
+        fields = [line.split(b" ", 1) for line in head.split(b"\n")]
+        tree = next(v.decode() for k, v in fields if k == b"tree")
+        parents = tuple(v.decode() for k, v in fields if k == b"parent")
+        return CommitInfo(oid, tree, parents, message)
+
+    def ref(self, name: str) -> str | None:
+        return self.branch if name == BRANCH else super().ref(name)
+
+    def update_ref(self, name: str, new: str, expected: str | None) -> None:
+        assert name == BRANCH and expected == self.branch
+        self.branch = new
+
+    @contextlib.contextmanager
+    def write_lock(self, timeout: float) -> Iterator[None]:
+        yield
+
+    def flush(self) -> None:
+        """Finish the current pack (its objects are then on disk) and start the next."""
+        self.pack.finish()
+        self.pending.clear()
+        self.pack = PackWriter(self.path / "objects" / "pack")
+
+    def finish(self) -> None:
+        """Write the last pack and point the real branch at the newest commit."""
+        self.pack.finish()
+        self.pending.clear()
+        if self.branch is not None:
+            GitRepo(self.path).update_ref(BRANCH, self.branch, GitRepo(self.path).ref(BRANCH))
+
+
+def build_store(path: Path, key: str, commits: int, *, seed: int = 1) -> None:
+    """Make a store at ``path`` whose history is ``commits`` real operations."""
+    base = MemoryStore.init(path, key, check_rollback=False)
+    repo = PackingRepo(path)
+    store = MemoryStore(repo, base.keys, session="agent-00000", check_rollback=False)
+    rng = random.Random(seed)
+    topics = [f"/memories/notes/topic-{k:02d}.md" for k in range(20)]
+    counters = dict.fromkeys(topics, -1)  # -1: not created yet (or renamed away)
+    progress = parse_path("/memories/progress.md")
+    progress_lines = 0
+    days: list[str] = []
+    while repo.commits < commits:
+        n = repo.commits
+        # A new session every 40 operations, as a long-running agent's many sessions would.
+        store.session = f"agent-{n // 40:05d}"
+        roll = n % 50
+        fresh = [t for t in topics if counters[t] < 0]
+        if fresh:
+            topic = fresh[0]
+            store.create(parse_path(topic), f"# {topic}\n\ncounter: 0\nseen by: nobody\n")
+            counters[topic] = 0
+        elif roll == 0:
+            day = f"/memories/log/day-{n:06d}.md"
+            store.create(parse_path(day), f"Worked on item {n}.\nNext: item {n + 1}.\n")
+            days.append(day)
+        elif roll == 25 and len(days) > 20:
+            store.delete(parse_path(days.pop(0)))
+        elif n % 1000 == 37:
+            topic = rng.choice(topics)
+            archived = f"/memories/archive/{Path(topic).stem}-{n}.md"
+            store.rename(parse_path(topic), parse_path(archived))
+            counters[topic] = -1
+        elif roll % 7 == 3:
+            if progress_lines in (0, 100):
+                store.create(progress, "# Progress\n", overwrite=True)
+                progress_lines = 1
+            else:
+                store.insert(progress, progress_lines, f"- step {n}: done")
+                progress_lines += 1
+        else:
+            topic = topics[rng.randrange(len(topics))]
+            old = f"counter: {counters[topic]}\n"
+            counters[topic] += 1
+            store.str_replace(parse_path(topic), old, f"counter: {counters[topic]}\n")
+    repo.finish()
+
+
+def gitmem_command() -> list[str]:
+    """The installed ``gitmem`` next to this interpreter, else ``python -m gitmem``."""
+    script = Path(sys.executable).with_name("gitmem")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "gitmem"]
+
+
+def time_log(path: Path, env: dict[str, str]) -> tuple[float, float, int]:
+    """Seconds to the first line and to the end of ``gitmem log --json``, and its line count."""
+    command = [*gitmem_command(), "--repo", str(path), "log", "--json"]
+    start = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, env=env) as proc:
+        out = proc.stdout
+        assert out is not None
+        first = out.readline()
+        first_at = time.perf_counter() - start
+        lines = first.count(b"\n")
+        for block in iter(lambda: out.read(1 << 16), b""):
+            lines += block.count(b"\n")
+        end_at = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"gitmem log failed with exit code {proc.returncode}")
+    return first_at, end_at, lines
+
+
+def time_startup(env: dict[str, str]) -> float:
+    """Seconds for ``gitmem --version``: the cost of starting the command at all."""
+    started = time.perf_counter()
+    subprocess.run([*gitmem_command(), "--version"], env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    """Build (or reuse) a store and time ``gitmem log --json`` on it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--commits", type=int, default=100_000)
+    parser.add_argument("--store", type=Path, help="Where to build the store (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true", help="Time the store at --store as it is")
+    parser.add_argument("--runs", type=int, default=3, help="Timed runs of gitmem log (best kept)")
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="gitmem-bench-log-"))
+    try:
+        path = args.store or scratch / "store.git"
+        key_file = path.with_name(path.name + ".key")
+        if args.reuse:
+            key = key_file.read_text().strip()
+        else:
+            if path.exists():
+                raise SystemExit(f"{path} exists; pass --reuse to time it")
+            key = generate_key()
+            started = time.perf_counter()
+            build_store(path, key, args.commits)
+            built = time.perf_counter() - started
+            key_file.write_text(key + "\n")
+            os.chmod(key_file, 0o600)
+            print(f"built {args.commits:,} commits in {built:.1f}s ({args.commits / built:,.0f}/s)")
+        env = dict(os.environ, GITMEM_KEY=key, GITMEM_STATE_DIR=str(scratch / "state"))
+        env.pop("GITMEM_KEY_FILE", None)
+        results = [time_log(path, env) for _ in range(args.runs)]
+        first = min(r[0] for r in results)
+        end = min(r[1] for r in results)
+        total = results[0][2]
+        if total != args.commits and not args.reuse:
+            raise SystemExit(f"gitmem log printed {total:,} lines for {args.commits:,} commits")
+        startup = min(time_startup(env) for _ in range(args.runs))
+        print(f"gitmem log --json over {total:,} operations (best of {args.runs} runs):")
+        print(f"  first line after {first * 1000:,.0f} ms")
+        print(f"  last line after  {end:,.2f} s  ({total / end:,.0f} commits/s)")
+        print(
+            f"  for scale: starting gitmem at all (gitmem --version) takes {startup * 1000:,.0f} ms"
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

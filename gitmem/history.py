@@ -1,0 +1,715 @@
+"""The memory's history as a person audits it: filtered logs, diffs, blame, sessions, and the
+moves in and out of plain files (export, import). Each ``gitmem`` audit command is one call here.
+
+Everything reads through :class:`~gitmem.store.MemoryStore`, so every commit is authenticated
+before anything it says is used. Diffs are of files only (directories have no content), and a
+file that moved without changing is recognised exactly: a file's git tree does not depend on
+its name, so the same tree id at a new path is a rename.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import paths as memory_paths
+from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError
+from .format import KIND_DIR, KIND_FILE
+from .paths import MEMORIES_ROOT, MemoryPath
+from .secrets import SecretRefused
+from .store import MemoryStore, Operation, changed_files
+from .tree import Node, Snapshot, TreeEditor, decode_text
+
+# Called with (done, total) as a long operation advances.
+Progress = Callable[[int, int], None]
+
+
+def iso_time(moment: datetime) -> str:
+    """``moment`` as ISO 8601 in UTC with a ``Z``, as every JSON ``time`` field is written."""
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# -- log ------------------------------------------------------------------------------------
+
+
+def _related(a: MemoryPath, b: MemoryPath) -> bool:
+    return a.is_within(b) or b.is_within(a)
+
+
+def _parse_recorded(raw: str) -> MemoryPath | None:
+    try:
+        return memory_paths.parse(raw)
+    except InvalidPath:
+        return None
+
+
+def _follow(op: Operation, tracked: list[MemoryPath]) -> tuple[bool, list[MemoryPath]]:
+    """Whether ``op`` touched a tracked path, and the tracked paths as they were before it."""
+    recorded = [p for p in map(_parse_recorded, op.paths) if p is not None]
+    touched = any(_related(p, t) for p in recorded for t in tracked)
+    if op.command != "rename" or len(recorded) != 2:
+        return touched, tracked
+    old, new = recorded
+    before: list[MemoryPath] = []
+    for t in tracked:
+        if t.is_within(new):
+            before.append(MemoryPath(old.parts + t.parts[len(new.parts) :]))
+        else:
+            before.append(t)
+            if new.is_within(t) and old not in before:
+                before.append(old)  # what moved into a tracked directory brings its history
+    return touched, before
+
+
+def log(
+    store: MemoryStore,
+    rev: str | None = None,
+    *,
+    paths: Sequence[MemoryPath] = (),
+    session: str | None = None,
+    command: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    max_count: int | None = None,
+) -> Iterator[Operation]:
+    """Operations reachable from ``rev`` (default: the head), newest first, filtered.
+
+    ``paths`` keeps operations touching one of them (or anything below or above them) and
+    follows renames: before an operation that moved a tracked path (or moved something into a
+    tracked directory), the old name is tracked.
+    ``since``/``until`` bound the recorded time (both inclusive); ``max_count`` stops after
+    that many matches. Streams: nothing waits for the end of the history.
+    """
+    if max_count is not None and max_count <= 0:
+        return
+    tracked = list(paths)
+    shown = 0
+    for op in store.log(rev):
+        if tracked:
+            touched, tracked = _follow(op, tracked)
+            if not touched:
+                continue
+        if session is not None and op.session != session:
+            continue
+        if command is not None and op.command != command:
+            continue
+        when = op.record.time
+        if (since is not None and when < since) or (until is not None and when > until):
+            continue
+        yield op
+        shown += 1
+        if max_count is not None and shown >= max_count:
+            return
+
+
+# -- diffs ----------------------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+@dataclass
+class FileChange:
+    """One file's change between two memory states.
+
+    ``status`` is ``added``, ``deleted``, ``modified`` or ``renamed`` (same content, new path;
+    ``old_path`` is where it was). ``before``/``after`` are the texts (None when absent).
+    """
+
+    status: str
+    path: str
+    before: str | None
+    after: str | None
+    old_path: str | None = None
+    _counts: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+
+    def diff_lines(self) -> list[str]:
+        """The unified diff of the content (3 lines of context), without file headers."""
+        old = _lines(self.before or "")
+        new = _lines(self.after or "")
+        out: list[str] = []
+        diff = difflib.unified_diff(old, new, lineterm="\n", n=3)
+        for index, line in enumerate(diff):
+            if index < 2:
+                continue  # the ---/+++ lines; the caller writes its own
+            if line.endswith("\n"):
+                out.append(line[:-1])
+            else:
+                out.extend([line, "\\ No newline at end of file"])
+        return out
+
+    @property
+    def added(self) -> int:
+        """Lines added."""
+        return self._line_counts()[0]
+
+    @property
+    def removed(self) -> int:
+        """Lines removed."""
+        return self._line_counts()[1]
+
+    def _line_counts(self) -> tuple[int, int]:
+        if self._counts is None:
+            body = [line for line in self.diff_lines() if not line.startswith("@@")]
+            self._counts = (
+                sum(1 for line in body if line.startswith("+")),
+                sum(1 for line in body if line.startswith("-")),
+            )
+        return self._counts
+
+    def patch_lines(self) -> list[str]:
+        """The change as a patch: a ``diff`` header, the status, ``---``/``+++`` and hunks."""
+        if self.status == "renamed":
+            head = [f"diff {self.old_path} -> {self.path}"]
+            head += [f"rename from {self.old_path}", f"rename to {self.path}"]
+        else:
+            head = [f"diff {self.path}"]
+        if self.status == "added":
+            head.append("new file")
+        elif self.status == "deleted":
+            head.append("deleted file")
+        hunks = self.diff_lines()
+        if not hunks:
+            return head
+        old_name = "/dev/null" if self.before is None else (self.old_path or self.path)
+        new_name = "/dev/null" if self.after is None else self.path
+        return [*head, f"--- {old_name}", f"+++ {new_name}", *hunks]
+
+    def to_json(self, *, with_diff: bool = False) -> dict[str, Any]:
+        """The documented JSON form: status, path, old_path, added, removed (and diff)."""
+        body: dict[str, Any] = {
+            "status": self.status,
+            "path": self.path,
+            "old_path": self.old_path,
+            "added": self.added,
+            "removed": self.removed,
+        }
+        if with_diff:
+            body["diff"] = "".join(line + "\n" for line in self.patch_lines())
+        return body
+
+
+def _file_nodes(
+    before: Snapshot,
+    after: Snapshot,
+    path: MemoryPath,
+    a: Node | None,
+    b: Node | None,
+    wanted: Sequence[MemoryPath],
+    out: list[tuple[MemoryPath, Node | None, Node | None]],
+) -> None:
+    if wanted and not any(_related(path, w) for w in wanted):
+        return
+    if a is not None and b is not None and a == b:
+        return
+    a_dir = a is not None and a.kind == KIND_DIR
+    b_dir = b is not None and b.kind == KIND_DIR
+    a_file = a if a is not None and not a_dir else None
+    b_file = b if b is not None and not b_dir else None
+    if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
+        out.append((path, a_file, b_file))
+    a_children = before.children(path, a) if a is not None and a_dir else {}
+    b_children = after.children(path, b) if b is not None and b_dir else {}
+    for name in sorted(set(a_children) | set(b_children)):
+        child = path.child(name)
+        _file_nodes(before, after, child, a_children.get(name), b_children.get(name), wanted, out)
+
+
+def diff_trees(
+    store: MemoryStore,
+    old_tree: str | None,
+    new_tree: str | None,
+    paths: Sequence[MemoryPath] = (),
+) -> list[FileChange]:
+    """The file changes from tree ``old_tree`` to ``new_tree`` (None = empty), sorted by path.
+
+    With ``paths``, only files at or below one of them count. A file that disappeared at one
+    path and appeared unchanged at another is one ``renamed`` change.
+    """
+    before, after = Snapshot(store.codec, old_tree), Snapshot(store.codec, new_tree)
+    nodes: list[tuple[MemoryPath, Node | None, Node | None]] = []
+    root = MEMORIES_ROOT
+    _file_nodes(before, after, root, before.lookup(root), after.lookup(root), paths, nodes)
+    gone = {path: a for path, a, b in nodes if a is not None and b is None}
+    came = {path: b for path, a, b in nodes if a is None and b is not None}
+    renamed_from: dict[MemoryPath, MemoryPath] = {}
+    by_content: dict[str, list[MemoryPath]] = {}
+    for path, node in sorted(gone.items()):
+        by_content.setdefault(node.oid, []).append(path)
+    for path, node in sorted(came.items()):
+        sources = by_content.get(node.oid)
+        if sources:
+            renamed_from[path] = sources.pop(0)
+    moved = set(renamed_from.values())
+
+    def text(node: Node | None, path: MemoryPath) -> str | None:
+        return None if node is None else decode_text(store.codec.read_file(node.oid), path)
+
+    changes: list[FileChange] = []
+    for path, a, b in nodes:
+        if path in moved:
+            continue
+        if path in renamed_from:
+            content = text(b, path)
+            old = str(renamed_from[path])
+            changes.append(FileChange("renamed", str(path), content, content, old_path=old))
+        elif a is None:
+            changes.append(FileChange("added", str(path), None, text(b, path)))
+        elif b is None:
+            changes.append(FileChange("deleted", str(path), text(a, path), None))
+        else:
+            changes.append(FileChange("modified", str(path), text(a, path), text(b, path)))
+    return changes
+
+
+def _tree_of(store: MemoryStore, rev: str | None) -> str | None:
+    if rev is None:
+        head = store.head_operation()
+        return None if head is None else head.tree
+    return store.operation(rev).tree
+
+
+def diff(
+    store: MemoryStore,
+    rev: str,
+    rev2: str | None = None,
+    paths: Sequence[MemoryPath] = (),
+) -> list[FileChange]:
+    """The file changes from ``rev`` to ``rev2`` (default: the head)."""
+    return diff_trees(store, _tree_of(store, rev), _tree_of(store, rev2), paths)
+
+
+def changes(
+    store: MemoryStore, op: Operation, paths: Sequence[MemoryPath] = ()
+) -> list[FileChange]:
+    """What operation ``op`` changed: its tree against its first parent's."""
+    parent = store.repo.read_commit(op.parents[0]).tree if op.parents else None
+    return diff_trees(store, parent, op.tree, paths)
+
+
+# -- reading one file -----------------------------------------------------------------------
+
+
+def view(
+    store: MemoryStore, path: str, rev: str | None = None, view_range: Sequence[int] = ()
+) -> str:
+    """Exactly the text Claude's ``view`` returns for ``path`` (at ``rev``, default: the head).
+
+    A path that is not allowed is :class:`InvalidPath`; any other refusal carries the tool's
+    message, as :class:`NotFound` for a missing path.
+    """
+    from anthropic.lib.tools import ToolError
+
+    from .tool import MemoryCommands
+
+    memory_paths.parse(path)
+    try:
+        return MemoryCommands(store).view(path, list(view_range) or None, rev=rev)
+    except ToolError as exc:
+        message = str(exc)
+        raise (NotFound(message) if "does not exist" in message else GitMemError(message)) from None
+
+
+def cat(store: MemoryStore, path: MemoryPath, rev: str | None = None) -> str:
+    """The raw text of file ``path`` at ``rev`` (default: the head)."""
+    snapshot = store.snapshot(rev)
+    node = snapshot.lookup(path)
+    where = "" if rev is None else f" at {rev}"
+    if node is None:
+        raise NotFound(f"{path} does not exist{where}")
+    if node.kind != KIND_FILE:
+        raise NotAFile(str(path))
+    return decode_text(store.codec.read_file(node.oid), path)
+
+
+# -- blame ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BlameLine:
+    """Line ``number`` (1-based) of a file, its ``text``, and the operation that last wrote it."""
+
+    number: int
+    text: str
+    operation: Operation
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form."""
+        op = self.operation
+        return {
+            "line": self.number,
+            "text": self.text,
+            "commit": op.commit,
+            "seq": op.seq,
+            "session": op.session,
+            "command": op.command,
+            "time": iso_time(op.record.time),
+        }
+
+
+def blame(store: MemoryStore, path: MemoryPath, rev: str | None = None) -> list[BlameLine]:
+    """For each line of file ``path`` at ``rev``, the operation that last wrote it.
+
+    Walks first parents back, following renames of the file (or of a directory above it); a
+    line is the work of the newest operation whose change introduced it.
+    """
+    start = store.head() if rev is None else store.resolve(rev)
+    if start is None:
+        raise NotFound(f"{path} does not exist: the memory is empty")
+    op = store.operation(start)
+    node = Snapshot(store.codec, op.tree).lookup(path)
+    if node is None:
+        raise NotFound(f"{path} does not exist" + ("" if rev is None else f" at {rev}"))
+    if node.kind != KIND_FILE:
+        raise NotAFile(str(path))
+    lines = decode_text(store.codec.read_file(node.oid), path).split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    owner: list[Operation | None] = [None] * len(lines)
+    # pending: line index in the version being examined -> line index in the final file.
+    pending = {i: i for i in range(len(lines))}
+    current_path, current_node, current_lines = path, node, lines
+    while pending:
+        if not op.parents:
+            break
+        parent_commit = op.parents[0]
+        parent_path = current_path
+        if op.command == "rename" and len(op.paths) == 2:
+            old, new = (_parse_recorded(p) for p in op.paths)
+            if old is not None and new is not None and current_path.is_within(new):
+                parent_path = MemoryPath(old.parts + current_path.parts[len(new.parts) :])
+        parent_tree = store.repo.read_commit(parent_commit).tree
+        parent_node = Snapshot(store.codec, parent_tree).lookup(parent_path)
+        if parent_node is None or parent_node.kind != KIND_FILE:
+            break
+        parent_op = store._operation(parent_commit)  # an id from the walk: no lookup
+        if parent_node.oid != current_node.oid:
+            parent_lines = decode_text(store.codec.read_file(parent_node.oid), parent_path)
+            parent_lines_list = parent_lines.split("\n")
+            if parent_lines_list[-1] == "":
+                parent_lines_list.pop()
+            matcher = difflib.SequenceMatcher(None, parent_lines_list, current_lines, False)
+            carried: dict[int, int] = {}
+            for tag, i1, _, j1, j2 in matcher.get_opcodes():
+                if tag == "equal":
+                    for offset in range(j2 - j1):
+                        if j1 + offset in pending:
+                            carried[i1 + offset] = pending[j1 + offset]
+            kept = set(carried.values())
+            for final in pending.values():
+                if final not in kept:
+                    owner[final] = op
+            pending = carried
+            current_lines = parent_lines_list
+        op, current_path, current_node = parent_op, parent_path, parent_node
+    for final in pending.values():
+        owner[final] = op
+    return [
+        BlameLine(i + 1, text, who)
+        for i, (text, who) in enumerate(zip(lines, owner, strict=True))
+        if who is not None
+    ]
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+@dataclass
+class SessionSummary:
+    """One session's activity: its first and last operation, counts by command, paths."""
+
+    session: str
+    first: Operation
+    last: Operation
+    commands: Counter[str] = field(default_factory=Counter)
+    paths: set[str] = field(default_factory=set)
+
+    @property
+    def operations(self) -> int:
+        """How many operations the session made."""
+        return sum(self.commands.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form."""
+        return {
+            "session": self.session,
+            "first": iso_time(self.first.record.time),
+            "last": iso_time(self.last.record.time),
+            "first_commit": self.first.commit,
+            "last_commit": self.last.commit,
+            "operations": self.operations,
+            "commands": dict(sorted(self.commands.items())),
+            "paths": sorted(self.paths),
+        }
+
+
+def sessions(store: MemoryStore, rev: str | None = None) -> list[SessionSummary]:
+    """Every session in the history up to ``rev``, most recently active first."""
+    found: dict[str, SessionSummary] = {}
+    for op in store.log(rev):
+        summary = found.get(op.session)
+        if summary is None:
+            summary = found[op.session] = SessionSummary(op.session, op, op)
+        summary.first = op
+        summary.commands[op.command] += 1
+        summary.paths.update(op.paths)
+    return list(found.values())
+
+
+# -- restore --------------------------------------------------------------------------------
+
+
+def restore_preview(
+    store: MemoryStore, rev: str, paths: Sequence[MemoryPath] = ()
+) -> list[FileChange]:
+    """The file changes ``store.restore(rev, paths or None)`` would make; writes nothing."""
+    target = store.operation(rev)
+    head = store.head_operation()
+    wanted = () if any(p.is_root for p in paths) else paths
+    if wanted:
+        source, now = Snapshot(store.codec, target.tree), store.snapshot()
+        for path in wanted:
+            if source.lookup(path) is None and now.lookup(path) is None:
+                raise NotFound(f"{path} exists neither at {target.commit[:10]} nor now")
+    return diff_trees(store, None if head is None else head.tree, target.tree, wanted)
+
+
+# -- export and import ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What :func:`export` wrote: the commit exported (None: empty memory) and counts."""
+
+    directory: Path
+    commit: str | None
+    files: int
+    directories: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form."""
+        return {
+            "dir": str(self.directory),
+            "commit": self.commit,
+            "files": self.files,
+            "directories": self.directories,
+        }
+
+
+def _make_private_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        info = path.lstat()
+        if not stat.S_ISDIR(info.st_mode):
+            raise UsageError(
+                f"cannot export into {path}: it exists and is not a directory"
+            ) from None
+    os.chmod(path, 0o700, follow_symlinks=False)
+
+
+def export(
+    store: MemoryStore,
+    directory: str | os.PathLike[str],
+    rev: str | None = None,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write the memory at ``rev`` (default: the head) as plain files under ``directory``.
+
+    ``/memories/a/b.md`` becomes ``DIR/a/b.md``. Directories are made owner-only (0700) and
+    files 0600. A ``directory`` that is not empty is refused unless ``force``, which overwrites
+    files in place (never following a symbolic link).
+    """
+    target = Path(directory)
+    commit = None
+    if rev is not None:
+        commit = store.resolve(rev)
+        snapshot = Snapshot(store.codec, store.operation(commit).tree)
+    else:
+        head = store.head_operation()
+        commit = None if head is None else head.commit
+        snapshot = Snapshot(store.codec, None if head is None else head.tree)
+    if target.is_symlink():
+        raise UsageError(f"cannot export into {target}: it is a symbolic link")
+    if target.exists():
+        if not target.is_dir():
+            raise UsageError(f"cannot export into {target}: it is not a directory")
+        if any(target.iterdir()) and not force:
+            raise UsageError(f"{target} is not empty; pass --force to write into it anyway")
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    _make_private_dir(target)
+    files = dirs = 0
+    entries = list(snapshot.walk())
+    for path, node in entries:
+        local = target.joinpath(*path.parts)
+        if node.kind == KIND_DIR:
+            _make_private_dir(local)
+            dirs += 1
+        else:
+            data = store.codec.read_file(node.oid)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(local, flags, 0o600)
+            except OSError as exc:
+                raise UsageError(f"cannot write {local}: {exc.strerror}") from None
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), 0o600)
+                handle.write(data)
+            files += 1
+        if progress is not None:
+            progress(files + dirs, len(entries))
+    return ExportSummary(target, commit, files, dirs)
+
+
+class ImportRefused(GitMemError):
+    """Some files of an import cannot become memory files; nothing was imported.
+
+    ``problems`` lists each refused file (by its name in the source directory) and why.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"nothing was imported: {len(self.problems)} file(s) refused: "
+            + "; ".join(self.problems)
+        )
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    """The files and directories an import will write, read and checked up front."""
+
+    files: dict[MemoryPath, str]
+    directories: list[MemoryPath]
+
+
+def scan_import(source: str | os.PathLike[str], max_file_bytes: int | None) -> ImportPlan:
+    """Read every file under ``source`` as it would be imported; raise :class:`ImportRefused`
+    naming every file that cannot be (not UTF-8, over ``max_file_bytes``, a symbolic link or
+    special file, a name memory paths refuse, two names that are one memory path)."""
+    root = Path(source)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory")
+    problems: list[str] = []
+    files: dict[MemoryPath, str] = {}
+    origin: dict[MemoryPath, str] = {}
+    directories: list[MemoryPath] = []
+
+    def visit(directory: Path, relative: tuple[str, ...]) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"{'/'.join(relative) or '.'}: cannot be read ({exc.strerror})")
+            return
+        for entry in entries:
+            rel = (*relative, entry.name)
+            shown = "/".join(rel)
+            try:
+                path = memory_paths.parse("/memories/" + shown)
+            except InvalidPath as exc:
+                problems.append(f"{shown}: {exc.reason}")
+                continue
+            if path in origin:
+                problems.append(f"{shown}: the same memory path as {origin[path]}")
+                continue
+            origin[path] = shown
+            if entry.is_symlink():
+                problems.append(f"{shown}: a symbolic link")
+            elif entry.is_dir():
+                directories.append(path)
+                visit(Path(entry.path), rel)
+            elif not entry.is_file():
+                problems.append(f"{shown}: not a regular file")
+            else:
+                size = entry.stat().st_size
+                if max_file_bytes is not None and size > max_file_bytes:
+                    problems.append(
+                        f"{shown}: {size:,} bytes, over the {max_file_bytes:,}-byte file limit"
+                    )
+                    continue
+                try:
+                    data = Path(entry.path).read_bytes()
+                except OSError as exc:
+                    problems.append(f"{shown}: cannot be read ({exc.strerror})")
+                    continue
+                try:
+                    files[path] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    problems.append(f"{shown}: not UTF-8 text")
+
+    visit(root, ())
+    if problems:
+        raise ImportRefused(problems)
+    return ImportPlan(files, directories)
+
+
+def import_(
+    store: MemoryStore,
+    source: str | os.PathLike[str],
+    *,
+    replace: bool = False,
+    progress: Progress | None = None,
+) -> Operation:
+    """Import the files under ``source`` (``DIR/a.md`` -> ``/memories/a.md``) as one commit.
+
+    Every file is read and checked first (:func:`scan_import`, with the store's file size
+    limit); any refusal imports nothing. Files replace memory files at the same paths; with
+    ``replace``, memory files and directories not in ``source`` are removed too. Writes pass
+    the store's safeguards (size limits, secret policy) like any other. The commit's command is
+    ``import`` and its paths are the files it added, changed or removed.
+    """
+    plan = scan_import(source, store.limits.max_file_bytes)
+    changed: list[str] = []
+
+    def edit(tree: TreeEditor) -> None:
+        head = store.head_operation()
+        before = Snapshot(store.codec, None if head is None else head.tree)
+        if replace:
+            root = before.lookup(MEMORIES_ROOT)
+            for name in sorted(before.children(MEMORIES_ROOT, root) if root else {}):
+                tree.remove(MEMORIES_ROOT.child(name))
+        refused: list[str] = []
+        redacted: list[dict[str, Any]] = []
+        for directory in plan.directories:
+            try:
+                tree.put_dir(directory)
+            except NotAFile as exc:
+                refused.append(f"{directory}: {exc.path} is a file in the memory")
+        for done, (path, text) in enumerate(sorted(plan.files.items()), 1):
+            old = tree.read_bytes(path).decode("utf-8") if tree.kind(path) == KIND_FILE else ""
+            screened: dict[str, Any] = {}
+            try:
+                tree.put_file(path, store._screen(old, text, screened).encode("utf-8"))
+                redacted.extend({"path": str(path), **r} for r in screened.get("redacted", []))
+            except (PathExists, NotAFile):
+                refused.append(f"{path}: a directory or file in the memory is in the way")
+            except SecretRefused as exc:
+                refused.append(f"{path}: {exc}")
+            if progress is not None:
+                progress(done, len(plan.files))
+        if refused:
+            raise ImportRefused(refused)
+        # Writing twice stores nothing new (objects are content-addressed); it gives the
+        # paths the commit really changes, which its record lists.
+        changed[:] = changed_files(before, Snapshot(store.codec, tree.write()))
+        detail.pop("redacted", None)
+        if redacted:
+            detail["redacted"] = redacted
+
+    detail: dict[str, Any] = {"files": len(plan.files), "replace": replace}
+    return store._transact("import", changed, edit, detail)[0]

@@ -1,0 +1,699 @@
+"""The ``gitmem`` command line: exact output through CliRunner, and real runs of the installed
+command for exit codes, piping and colour."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+from test_history import built_once
+
+from gitmem import MemoryStore, cli, parse_path
+from gitmem.cli import main
+from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    return built_once(tmp_path_factory)
+
+
+@pytest.fixture
+def store_copy(built: tuple[Path, str], tmp_path: Path, utc: None) -> Path:
+    target = tmp_path / "store.git"
+    shutil.copytree(built[0], target)
+    return target
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+class Gitmem:
+    """Runs ``gitmem --repo STORE ...`` through CliRunner with the store's key."""
+
+    def __init__(self, repo: Path, key: str) -> None:
+        self.repo = repo
+        self.key = key
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        return self.runner.invoke(
+            main,
+            ["--repo", str(self.repo), *args],
+            env={"GITMEM_KEY": self.key, **(env or {})},
+        )
+
+    def ok(self, *args: str, env: dict[str, str] | None = None) -> str:
+        result = self(*args, env=env)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        assert result.stderr == ""
+        return result.stdout
+
+    def store(self) -> MemoryStore:
+        return MemoryStore.open(self.repo, self.key, session="test")
+
+    def ids(self) -> list[str]:
+        return [op.commit for op in self.store().log()][::-1]
+
+
+@pytest.fixture
+def gm(store_copy: Path, built: tuple[Path, str]) -> Gitmem:
+    return Gitmem(store_copy, built[1])
+
+
+def short(commit: str) -> str:
+    return commit[:10]
+
+
+# -- log ------------------------------------------------------------------------------------
+
+
+def test_log_is_aligned_one_operation_per_line(gm: Gitmem) -> None:
+    c = [short(x) for x in gm.ids()]
+    assert gm.ok("log") == (
+        f"{c[6]}  2025-06-01 10:06:00  carol  delete       /memories/other.md\n"
+        f"{c[5]}  2025-06-01 10:05:00  carol  str_replace  /memories/dir/n.md\n"
+        f"{c[4]}  2025-06-01 10:04:00  bob    create       /memories/other.md\n"
+        f"{c[3]}  2025-06-01 10:03:00  bob    rename       "
+        "/memories/notes.md -> /memories/dir/n.md\n"
+        f"{c[2]}  2025-06-01 10:02:00  bob    insert       /memories/notes.md\n"
+        f"{c[1]}  2025-06-01 10:01:00  alice  str_replace  /memories/notes.md\n"
+        f"{c[0]}  2025-06-01 10:00:00  alice  create       /memories/notes.md\n"
+    )
+
+
+def test_log_filters(gm: Gitmem) -> None:
+    def seqs(*args: str) -> list[int]:
+        return [json.loads(line)["seq"] for line in gm.ok("log", "--json", *args).splitlines()]
+
+    assert seqs() == [7, 6, 5, 4, 3, 2, 1]
+    assert seqs("/memories/dir/n.md") == [6, 4, 3, 2, 1]
+    assert seqs("--", "/memories/other.md") == [7, 5]
+    assert seqs("HEAD~2", "/memories/other.md") == [5]
+    assert seqs("--session", "bob") == [5, 4, 3]
+    assert seqs("--command", "create") == [5, 1]
+    assert seqs("--since", "2025-06-01T10:02:00Z", "--until", "2025-06-01 10:04") == [5, 4, 3]
+    assert seqs("-n", "2") == [7, 6]
+    assert seqs("--max-count", "1", "--session", "alice") == [2]
+    assert seqs("--since", "1h") == []
+
+
+def test_log_json_fields(gm: Gitmem) -> None:
+    c = gm.ids()
+    first = json.loads(gm.ok("log", "--json", "-n", "1").splitlines()[0])
+    assert first == {
+        "commit": c[6],
+        "seq": 7,
+        "time": "2025-06-01T10:06:00Z",
+        "session": "carol",
+        "command": "delete",
+        "paths": ["/memories/other.md"],
+        "parents": [c[5]],
+        "gitmem": first["gitmem"],
+        "detail": {},
+    }
+    with_stat = json.loads(gm.ok("log", "--json", "-n", "1", "--stat"))
+    assert with_stat["changes"] == [
+        {
+            "status": "deleted",
+            "path": "/memories/other.md",
+            "old_path": None,
+            "added": 0,
+            "removed": 1,
+        }
+    ]
+    with_patch = json.loads(gm.ok("log", "--json", "-n", "1", "-p"))
+    assert with_patch["changes"][0]["diff"] == (
+        "diff /memories/other.md\ndeleted file\n--- /memories/other.md\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-x\n\\ No newline at end of file\n"
+    )
+
+
+def test_log_stat_and_patch(gm: Gitmem) -> None:
+    c = [short(x) for x in gm.ids()]
+    assert gm.ok("log", "--stat", "-n", "2") == (
+        f"{c[6]}  2025-06-01 10:06:00  carol  delete       /memories/other.md\n"
+        " /memories/other.md | 1 -\n"
+        " 1 file(s) changed, 0 insertion(s)(+), 1 deletion(s)(-)\n"
+        "\n"
+        f"{c[5]}  2025-06-01 10:05:00  carol  str_replace  /memories/dir/n.md\n"
+        " /memories/dir/n.md | 2 +-\n"
+        " 1 file(s) changed, 1 insertion(s)(+), 1 deletion(s)(-)\n"
+    )
+    assert gm.ok("log", "-p", "/memories/other.md") == (
+        f"{c[6]}  2025-06-01 10:06:00  carol  delete       /memories/other.md\n"
+        "diff /memories/other.md\n"
+        "deleted file\n"
+        "--- /memories/other.md\n"
+        "+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n"
+        "-x\n"
+        "\\ No newline at end of file\n"
+        "\n"
+        f"{c[4]}  2025-06-01 10:04:00  bob    create       /memories/other.md\n"
+        "diff /memories/other.md\n"
+        "new file\n"
+        "--- /dev/null\n"
+        "+++ /memories/other.md\n"
+        "@@ -0,0 +1 @@\n"
+        "+x\n"
+        "\\ No newline at end of file\n"
+    )
+
+
+def test_colour_only_when_asked_or_on_a_terminal(
+    gm: Gitmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = gm.ids()
+    first = (
+        f"\x1b[33m{short(c[6])}\x1b[0m  2025-06-01 10:06:00  \x1b[36mcarol\x1b[0m  "
+        "\x1b[31mdelete     \x1b[0m  /memories/other.md\n"
+    )
+    assert gm.ok("--color", "always", "log", "-n", "1") == first
+    assert gm.ok("--color", "never", "log", "-n", "1") == click.unstyle(first)
+    assert gm.ok("log", "-n", "1") == click.unstyle(first)  # CliRunner's stdout is no terminal
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    assert gm.ok("--no-pager", "log", "-n", "1") == first
+    assert gm.ok("log", "-n", "1", "--no-pager", env={"NO_COLOR": "1"}) == click.unstyle(first)
+    assert gm.ok("--color", "always", "log", "-n", "1", "--no-pager", env={"NO_COLOR": "1"}) == (
+        first
+    )
+    patch = gm.ok("--color", "always", "show", "HEAD~1", "--no-pager").splitlines()
+    assert patch[-9:] == [
+        "\x1b[1mdiff /memories/dir/n.md\x1b[0m",
+        "\x1b[1m--- /memories/dir/n.md\x1b[0m",
+        "\x1b[1m+++ /memories/dir/n.md\x1b[0m",
+        "\x1b[36m@@ -1,4 +1,4 @@\x1b[0m",
+        "\x1b[31m-one\x1b[0m",
+        "\x1b[32m+ONE\x1b[0m",
+        " TWO",
+        " three",
+        " four",
+    ]
+
+
+def test_pager_on_a_terminal_only(gm: Gitmem, monkeypatch: pytest.MonkeyPatch) -> None:
+    paged: list[str] = []
+
+    def fake_pager(lines: Iterator[str], color: bool | None = None) -> None:
+        paged.append("".join(lines))
+
+    monkeypatch.setattr(click, "echo_via_pager", fake_pager)
+    gm.ok("log")
+    assert paged == []  # not a terminal
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    monkeypatch.delenv("LESS", raising=False)
+    out = gm.ok("log", "-n", "2")
+    assert out == "" and len(paged) == 1 and paged[0].count("\n") == 2
+    assert os.environ["LESS"] == "FRX"
+    assert gm.ok("log", "-n", "2", "--no-pager").count("\n") == 2
+    assert gm.ok("--no-pager", "sessions").count("\n") == 4
+    assert gm.ok("log", "--json").count("\n") == 7  # JSON is never paged
+    assert len(paged) == 1
+
+
+def test_progress_bar_on_stderr_only_on_a_terminal(
+    gm: Gitmem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    quiet = gm("export", str(tmp_path / "a"))
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    shown = gm("export", str(tmp_path / "b"))
+    assert shown.exit_code == 0
+    # click draws the bar itself only on a real terminal; here it shows its label.
+    assert shown.stderr.startswith("export")
+    verified = gm("verify")
+    assert "verify" in verified.stderr and verified.stdout.startswith("verified 7 commit(s)")
+
+
+# -- show, diff, blame, sessions, view, cat ---------------------------------------------------
+
+
+def test_show(gm: Gitmem) -> None:
+    c = gm.ids()
+    assert gm.ok("show", "HEAD~1") == (
+        f"operation {c[5]}\n"
+        "Seq:      6\n"
+        "Date:     2025-06-01 10:05:00 +0000\n"
+        "Session:  carol\n"
+        "Command:  str_replace\n"
+        "Paths:    /memories/dir/n.md\n"
+        "\n"
+        "diff /memories/dir/n.md\n"
+        "--- /memories/dir/n.md\n"
+        "+++ /memories/dir/n.md\n"
+        "@@ -1,4 +1,4 @@\n"
+        "-one\n"
+        "+ONE\n"
+        " TWO\n"
+        " three\n"
+        " four\n"
+    )
+    assert gm.ok("show", short(c[3]), "--stat") == (
+        f"operation {c[3]}\n"
+        "Seq:      4\n"
+        "Date:     2025-06-01 10:03:00 +0000\n"
+        "Session:  bob\n"
+        "Command:  rename\n"
+        "Paths:    /memories/notes.md -> /memories/dir/n.md\n"
+        "\n"
+        " /memories/notes.md -> /memories/dir/n.md | 0\n"
+        " 1 file(s) changed, 0 insertion(s)(+), 0 deletion(s)(-)\n"
+    )
+    body = json.loads(gm.ok("show", "--json"))
+    assert body["commit"] == c[6]
+    assert body["changes"][0]["status"] == "deleted"
+    assert body["changes"][0]["diff"].startswith("diff /memories/other.md\n")
+
+
+def test_diff(gm: Gitmem) -> None:
+    assert gm.ok("diff", "HEAD~2", "HEAD~1") == (
+        "diff /memories/dir/n.md\n"
+        "--- /memories/dir/n.md\n"
+        "+++ /memories/dir/n.md\n"
+        "@@ -1,4 +1,4 @@\n"
+        "-one\n"
+        "+ONE\n"
+        " TWO\n"
+        " three\n"
+        " four\n"
+    )
+    assert gm.ok("diff", "HEAD~6", "--stat") == (
+        " /memories/dir/n.md | 4 ++++\n"
+        " /memories/notes.md | 3 ---\n"
+        " 2 file(s) changed, 4 insertion(s)(+), 3 deletion(s)(-)\n"
+    )
+    assert gm.ok("diff", "HEAD~6", "--", "/memories/notes.md") == (
+        "diff /memories/notes.md\n"
+        "deleted file\n"
+        "--- /memories/notes.md\n"
+        "+++ /dev/null\n"
+        "@@ -1,3 +0,0 @@\n"
+        "-one\n"
+        "-two\n"
+        "-three\n"
+    )
+    assert gm.ok("diff", "HEAD", "HEAD") == ""
+    objects = [
+        json.loads(line) for line in gm.ok("diff", "HEAD~3", "HEAD~2", "--json").splitlines()
+    ]
+    assert objects == [
+        {
+            "status": "added",
+            "path": "/memories/other.md",
+            "old_path": None,
+            "added": 1,
+            "removed": 0,
+            "diff": "diff /memories/other.md\nnew file\n--- /dev/null\n+++ /memories/other.md\n"
+            "@@ -0,0 +1 @@\n+x\n\\ No newline at end of file\n",
+        }
+    ]
+    for args, message in [
+        ((), "Missing argument 'REV [REV2] [PATH]...'."),
+        (("/memories/a",), "give the revision to compare with, e.g. gitmem diff HEAD~1"),
+        (("HEAD", "HEAD~1", "HEAD~2"), "too many revisions (HEAD, HEAD~1, HEAD~2): at most 2;"),
+        (("HEAD", "/memories/a", "HEAD~1"), "'HEAD~1' comes after a path"),
+        (("nosuch",), "unknown revision 'nosuch'"),
+        (("HEAD", "/memories/../x"), "is not allowed: '..' components are not allowed"),
+    ]:
+        result = gm("diff", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.stderr
+
+
+def test_blame(gm: Gitmem) -> None:
+    c = [short(x) for x in gm.ids()]
+    assert gm.ok("blame", "/memories/dir/n.md") == (
+        f"{c[5]} (carol 2025-06-01 10:05:00 1) ONE\n"
+        f"{c[1]} (alice 2025-06-01 10:01:00 2) TWO\n"
+        f"{c[0]} (alice 2025-06-01 10:00:00 3) three\n"
+        f"{c[2]} (bob   2025-06-01 10:02:00 4) four\n"
+    )
+    lines = [
+        json.loads(x)
+        for x in gm.ok("blame", "/memories/notes.md", "--rev", "HEAD~5", "--json").splitlines()
+    ]
+    assert [(x["line"], x["text"], x["session"]) for x in lines] == [
+        (1, "one", "alice"),
+        (2, "TWO", "alice"),
+        (3, "three", "alice"),
+    ]
+    missing = gm("blame", "/memories/notes.md")
+    assert (missing.exit_code, missing.stderr) == (
+        1,
+        "gitmem: error: /memories/notes.md does not exist\n",
+    )
+
+
+def test_sessions(gm: Gitmem) -> None:
+    day = "2025-06-01"
+    rows = [
+        ("SESSION", "FIRST", "LAST", "OPS", "COMMANDS", "PATHS"),
+        (
+            "carol",
+            f"{day} 10:05:00",
+            f"{day} 10:06:00",
+            "2",
+            "delete:1 str_replace:1",
+            "/memories/dir/n.md /memories/other.md",
+        ),
+        (
+            "bob",
+            f"{day} 10:02:00",
+            f"{day} 10:04:00",
+            "3",
+            "create:1 insert:1 rename:1",
+            "/memories/dir/n.md /memories/notes.md /memories/other.md",
+        ),
+        (
+            "alice",
+            f"{day} 10:00:00",
+            f"{day} 10:01:00",
+            "2",
+            "create:1 str_replace:1",
+            "/memories/notes.md",
+        ),
+    ]
+    assert gm.ok("sessions") == "".join(
+        f"{a:<7}  {b:<19}  {c:<19}  {d:>3}  {e:<26}  {f}\n" for a, b, c, d, e, f in rows
+    )
+    found = [json.loads(line) for line in gm.ok("sessions", "--json").splitlines()]
+    assert [(r["session"], r["operations"], r["commands"]) for r in found] == [
+        ("carol", 2, {"delete": 1, "str_replace": 1}),
+        ("bob", 3, {"create": 1, "insert": 1, "rename": 1}),
+        ("alice", 2, {"create": 1, "str_replace": 1}),
+    ]
+
+
+def test_view_and_cat(gm: Gitmem) -> None:
+    assert gm.ok("view", "/memories") == (
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden "
+        "items and node_modules:\n4K\t/memories\n4K\t/memories/dir/\n19B\t/memories/dir/n.md\n"
+    )
+    assert gm.ok("view", "/memories/dir/n.md", "--range", "2", "-1") == (
+        "Here's the content of /memories/dir/n.md with line numbers:\n"
+        "     2\tTWO\n     3\tthree\n     4\tfour\n     5\t\n"
+    )
+    assert gm.ok("view", "/memories/notes.md", "--rev", "session:alice") == (
+        "Here's the content of /memories/notes.md with line numbers:\n"
+        "     1\tone\n     2\tTWO\n     3\tthree\n     4\t\n"
+    )
+    c = gm.ids()
+    assert json.loads(gm.ok("view", "/memories/other.md", "--rev", "HEAD~1", "--json")) == {
+        "path": "/memories/other.md",
+        "commit": c[5],
+        "text": "Here's the content of /memories/other.md with line numbers:\n     1\tx",
+    }
+    assert gm.ok("cat", "/memories/dir/n.md") == "ONE\nTWO\nthree\nfour\n"
+    assert gm.ok("cat", "/memories/other.md", "--rev", "@{2025-06-01T10:04:30Z}") == "x"
+    assert json.loads(gm.ok("cat", "/memories/other.md", "--rev", "HEAD~1", "--json")) == {
+        "path": "/memories/other.md",
+        "commit": c[5],
+        "text": "x",
+    }
+    gone = gm("view", "/memories/other.md")
+    assert (gone.exit_code, gone.stderr) == (
+        1,
+        "gitmem: error: The path /memories/other.md does not exist. Please provide a valid path.\n",
+    )
+    directory = gm("cat", "/memories/dir")
+    assert (directory.exit_code, directory.stderr) == (
+        1,
+        "gitmem: error: /memories/dir is a directory, not a file\n",
+    )
+
+
+# -- restore, export, import, init ------------------------------------------------------------
+
+
+def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
+    c = gm.ids()
+    assert gm.ok("restore", "HEAD~1", "--dry-run") == (
+        f"Dry run: restoring {short(c[5])} would change 1 file(s):\n"
+        "diff /memories/other.md\n"
+        "new file\n"
+        "--- /dev/null\n"
+        "+++ /memories/other.md\n"
+        "@@ -0,0 +1 @@\n"
+        "+x\n"
+        "\\ No newline at end of file\n"
+    )
+    assert gm.ids()[-1] == c[6]
+    dry = [
+        json.loads(x)
+        for x in gm.ok("restore", "--session", "bob", "--dry-run", "--json").splitlines()
+    ]
+    assert [(d["status"], d["path"]) for d in dry] == [
+        ("modified", "/memories/dir/n.md"),
+        ("added", "/memories/other.md"),
+    ]
+    out = gm.ok("restore", "--session", "bob")
+    head = gm.store().head_operation()
+    assert head is not None
+    assert out == (
+        f"Restored the memory as of {short(c[4])} in new commit {short(head.commit)} "
+        "(2 path(s) changed)\n"
+    )
+    assert (head.command, head.session, head.paths) == (
+        "restore",
+        "cli",
+        ("/memories/dir/n.md", "/memories/other.md"),
+    )
+    assert gm.ok("cat", "/memories/dir/n.md") == "one\nTWO\nthree\nfour\n"
+    out = gm.ok("restore", "--before", "2025-06-01T10:05:30Z", "/memories/dir/n.md")
+    head = gm.store().head_operation()
+    assert head is not None
+    assert out == (
+        f"Restored /memories/dir/n.md as of {short(c[5])} in new commit {short(head.commit)} "
+        "(1 path(s) changed)\n"
+    )
+    assert gm.ok("cat", "/memories/dir/n.md") == "ONE\nTWO\nthree\nfour\n"
+    assert gm.ok("cat", "/memories/other.md") == "x"  # untouched by the partial restore
+    as_json = json.loads(gm.ok("restore", short(c[0]), "/memories/notes.md", "--json"))
+    assert (as_json["command"], as_json["paths"], as_json["detail"]["from"]) == (
+        "restore",
+        ["/memories/notes.md"],
+        c[0],
+    )
+    for args, message in [
+        ((), "give exactly one of REV, --session NAME or --before TIME"),
+        (("HEAD", "--session", "bob"), "give exactly one of REV, --session NAME or --before TIME"),
+        (("--before", "whenever"), "invalid time 'whenever'"),
+        (("--session", "dave"), "no operation of session 'dave'"),
+    ]:
+        result = gm("restore", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.stderr
+
+
+def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
+    c = gm.ids()
+    out = tmp_path / "out"
+    assert gm.ok("export", str(out)) == (
+        f"Exported 1 file(s) and 1 directory(ies) of {short(c[6])} to {out} (owner-only: files "
+        "0600, directories 0700)\n"
+    )
+    refused = gm("export", str(out))
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"gitmem: error: {out} is not empty; pass --force to write into it anyway\n",
+    )
+    summary = json.loads(gm.ok("export", str(out), "--rev", "HEAD~2", "--force", "--json"))
+    assert summary == {"dir": str(out), "commit": c[4], "files": 2, "directories": 1}
+    (out / "new.md").write_text("new\n")
+    (out / "bad.md").write_bytes(b"\xff\xfe")
+    bad = gm("import", str(out), "--json")
+    assert bad.exit_code == 1
+    assert json.loads(bad.stderr) == {
+        "error": "ImportRefused",
+        "message": "nothing was imported: 1 file(s) refused: bad.md: not UTF-8 text",
+        "exit_code": 1,
+    }
+    (out / "bad.md").unlink()
+    done = gm.ok("import", str(out))
+    head = gm.store().head_operation()
+    assert head is not None
+    assert done == (
+        f"Imported 3 file(s) from {out} in new commit {short(head.commit)} (3 path(s) changed)\n"
+    )
+    assert head.paths == ("/memories/dir/n.md", "/memories/new.md", "/memories/other.md")
+    assert gm.store().files() == {
+        "/memories/dir/n.md": "one\nTWO\nthree\nfour\n",
+        "/memories/new.md": "new\n",
+        "/memories/other.md": "x",
+    }
+    missing = gm("import", str(tmp_path / "nope"))
+    assert missing.exit_code == 2
+
+
+def test_init_json_and_key_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "new.git"), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert sorted(body) == ["key_file", "store", "store_id"]
+    key_file = Path(body["key_file"])
+    assert key_file.name == f"{body['store_id']}.key"
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    printed = CliRunner().invoke(main, ["init", str(tmp_path / "p.git"), "--print-key", "--json"])
+    shown = json.loads(printed.stdout)
+    assert shown["key_file"] is None and shown["key"].startswith("gitmem-key-")
+    # The saved key is found by store id: no key in the environment needed.
+    log = CliRunner().invoke(main, ["--repo", str(tmp_path / "new.git"), "log"])
+    assert (log.exit_code, log.stdout) == (0, "")
+
+
+def test_accept_head_json(gm: Gitmem) -> None:
+    c = gm.ids()
+    assert json.loads(gm.ok("accept-head", "--json")) == {"commit": c[6], "seq": 7}
+
+
+# -- errors and exit codes --------------------------------------------------------------------
+
+
+def test_errors_with_json_are_one_object_on_stderr(gm: Gitmem) -> None:
+    result = gm("show", "nosuch", "--json")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert json.loads(result.stderr) == {
+        "error": "UsageError",
+        "message": "unknown revision 'nosuch'",
+        "exit_code": 2,
+    }
+
+
+def test_rollback_and_format_version_exit_codes(gm: Gitmem) -> None:
+    c = gm.ids()
+    repo = GitRepo(gm.repo)
+    gm.ok("log", "-n", "1")  # this client has now seen the head
+    repo.update_ref(BRANCH, c[5], c[6])
+    rolled = gm("log")
+    assert rolled.exit_code == 6
+    assert "run `gitmem accept-head`" in rolled.stderr
+    repo.update_ref(BRANCH, c[6], c[5])
+    meta_ref = repo.ref(META_REF)
+    assert meta_ref is not None
+    meta = json.loads(repo.read_blob(meta_ref))
+    meta["format"] = 99
+    repo.update_ref(META_REF, repo.write_blob(json.dumps(meta).encode()), meta_ref)
+    newer = gm("log")
+    assert newer.exit_code == 8
+    assert "format version 99" in newer.stderr
+
+
+def _gitmem() -> list[str]:
+    script = Path(sys.executable).with_name("gitmem")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "gitmem"]
+
+
+def _run(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_gitmem(), *args], env=env, capture_output=True, text=True, timeout=120, **kw
+    )
+
+
+def test_installed_command_exit_codes(gm: Gitmem, tmp_path: Path) -> None:
+    env = {**os.environ, "GITMEM_KEY": gm.key, "TZ": "UTC"}
+    ok = _run("--repo", str(gm.repo), "log", "-n", "1", env=env)
+    assert (ok.returncode, ok.stderr) == (0, "")
+    assert ok.stdout.endswith("  carol  delete       /memories/other.md\n")
+    assert "\x1b[" not in ok.stdout  # piped: no colour
+    usage = _run("--repo", str(gm.repo), "show", "HEAD~99", env=env)
+    assert (usage.returncode, usage.stderr) == (
+        2,
+        "gitmem: error: unknown revision 'HEAD~99': history is not that long\n",
+    )
+    nostore = _run("--repo", str(tmp_path / "none"), "log", env=env)
+    assert (nostore.returncode, nostore.stderr) == (
+        3,
+        f"gitmem: error: no gitmem store at {tmp_path / 'none'}\n",
+    )
+    wrong = _run("--repo", str(gm.repo), "log", env={**env, "GITMEM_KEY": gm_key_other()})
+    assert (wrong.returncode, wrong.stderr) == (
+        4,
+        f"gitmem: error: the key does not open the store at {gm.repo}\n",
+    )
+    badarg = _run("--repo", str(gm.repo), "log", "--since", "whenever", env=env)
+    assert badarg.returncode == 2
+
+
+def gm_key_other() -> str:
+    from gitmem import generate_key
+
+    return generate_key()
+
+
+def test_installed_command_streams_into_a_pipe_and_stops_quietly(gm: Gitmem) -> None:
+    store = gm.store()
+    store.create(parse_path("/memories/big.md"), "".join(f"line {i}\n" for i in range(30000)))
+    env = {**os.environ, "GITMEM_KEY": gm.key}
+    with subprocess.Popen(
+        [*_gitmem(), "--repo", str(gm.repo), "log", "-p"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # like `| head -1`
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert first.split()[3:5] == [b"test", b"create"]
+    assert (code, err) == (141, b"")
+
+
+def test_shell_completion_of_memory_paths_and_commands(gm: Gitmem) -> None:
+    def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
+        result = CliRunner().invoke(
+            main,
+            [],
+            prog_name="gitmem",
+            env={
+                "_GITMEM_COMPLETE": "bash_complete",
+                "COMP_WORDS": words,
+                "COMP_CWORD": str(len(words.split()) - 1),
+                **(env or {}),
+            },
+        )
+        assert result.exit_code == 0
+        return [line.split(",", 1)[1] for line in result.stdout.splitlines() if line]
+
+    with_key = {"GITMEM_KEY": gm.key}
+    assert complete(f"gitmem --repo {gm.repo} cat /memories/d", with_key) == [
+        "/memories/dir/",
+        "/memories/dir/n.md",
+    ]
+    assert complete(f"gitmem --repo {gm.repo} cat /memories/d") == []  # no key: nothing
+    assert complete("gitmem log --command st") == ["str_replace"]
+    assert "sessions" in complete("gitmem se")
+
+
+def test_memory_text_cannot_drive_the_terminal(gm: Gitmem, monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile = "title \x1b]0;pwned\x07 red \x1b[31m\n"
+    store = MemoryStore.open(gm.repo, gm.key, session="evil\x1b[2J")
+    store.create(parse_path("/memories/h.md"), hostile)
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)  # as on a terminal
+    shown = gm.ok("--no-pager", "show")
+    assert "\x1b]" not in shown and "\x07" not in shown and "\x1b[2J" not in shown
+    assert "+title \\x1b]0;pwned\\x07 red \\x1b[31m" in shown
+    assert "Session:  evil\\x1b[2J" in shown
+    blame = gm.ok("--no-pager", "--color", "never", "blame", "/memories/h.md")
+    assert blame.endswith(") title \\x1b]0;pwned\\x07 red \\x1b[31m\n")
+    assert gm.ok("cat", "/memories/h.md") == hostile  # raw on request
+    assert json.loads(gm.ok("cat", "/memories/h.md", "--json"))["text"] == hostile

@@ -1,0 +1,478 @@
+"""Crashes and full disks: a killed writer loses no acknowledged write and wedges nobody.
+
+Workers are separate processes (see ``helpers_proc``); the tests SIGKILL them at random moments
+or at fault-injection points, then check the store with a tool in the test's own process.
+Run the long variants with ``pytest -m slow -s tests/test_durability.py`` (``-s`` shows the
+counts).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import helpers_proc as hp
+import pygit2
+import pytest
+from anthropic.lib.tools import ToolError
+
+import gitmem
+from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.highwater import HighWater
+
+NO_SPACE = (
+    "Error: gitmem's storage failed (No space left on device); the memory is unchanged "
+    "unless a later view shows otherwise"
+)
+_TIMEOUT = 60.0
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = _TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.002)
+
+
+def sigkill(process: BaseProcess) -> int | None:
+    process.kill()  # SIGKILL, unless it has already exited
+    process.join(_TIMEOUT)
+    return process.exitcode
+
+
+def errors(acks: list[str]) -> list[str]:
+    return [line for line in acks if line.startswith("error ")]
+
+
+# -- a writer killed at random moments -----------------------------------------------------
+
+
+@dataclass
+class KillRun:
+    """What the kill loop did."""
+
+    kills: int = 0
+    acked: set[int] = field(default_factory=set)
+    in_flight: set[int] = field(default_factory=set)
+    before_first_write: int = 0
+    stale_ref_locks: int = 0
+
+
+def kill_loop(repo: Path, key: str, tmp: Path, kills: int, rng: random.Random) -> KillRun:
+    ctx, env, run = hp.context(), hp.worker_env(key), KillRun()
+    for r in range(kills):
+        ack_path = tmp / f"acks-{r}"
+        first = 1000 * (r + 1)
+        process = ctx.Process(
+            target=hp.writer, args=(str(repo), env, str(ack_path), first, 999), daemon=True
+        )
+        process.start()
+        if r % 2 == 0:
+            # Half the kills land mid-stream, after this writer has shown that writing works
+            # again after the previous kill...
+            started = str(first)
+            wait_for(
+                lambda: started in hp.read_acks(ack_path),  # noqa: B023 (called right here)
+                f"run {r}'s first write",
+            )
+            time.sleep(rng.uniform(0.0, 0.25))
+        else:
+            # ...the other half at any moment from the start, opening the store included.
+            time.sleep(rng.uniform(0.0, 0.4))
+        code = sigkill(process)
+        acks = hp.read_acks(ack_path)
+        assert not errors(acks), (r, errors(acks))
+        assert code == -signal.SIGKILL, (r, code, acks[-3:])
+        done = [int(line) for line in acks if line.isdigit()]
+        assert done == list(range(first, first + len(done))), r
+        run.kills += 1
+        run.acked.update(done)
+        run.in_flight.add(first + len(done))
+        run.before_first_write += not done
+        run.stale_ref_locks += (repo / (BRANCH + ".lock")).exists()
+    return run
+
+
+def check_after_kills(tool: gitmem.GitMemoryTool, run: KillRun) -> set[int]:
+    """Check the store against what the writers acknowledged; the writes present."""
+    files = tool.store.files()
+    log = files.pop(hp.LOG).splitlines()
+    entries = [int(line.removeprefix("entry ")) for line in log]
+    assert log == [f"entry {i}" for i in entries]
+    made = {int(Path(p).stem) for p in files}
+    for i in made:
+        assert files.pop(f"/memories/w/{i}.md") == hp.stream_text(i), i
+    assert files == {}
+    assert len(entries) == len(set(entries)), "an insert landed twice"
+    assert entries == sorted(entries, reverse=True), "the log lost its order"
+    assert all(i % 2 == 0 for i in made) and all(i % 2 == 1 for i in entries)
+    present = made | set(entries)
+    assert not run.acked - present, f"acknowledged writes lost: {sorted(run.acked - present)}"
+    assert not present - run.acked - run.in_flight, "a write no one attempted"
+    ops = list(tool.store.log())
+    assert len(ops) == 1 + len(present), "not one commit per write"  # 1: the log's creation
+    assert [op.seq for op in ops] == list(range(len(ops), 0, -1))
+    assert all(op.parents == (parent.commit,) for op, parent in itertools.pairwise(ops))
+    report = tool.store.verify()
+    assert report.ok, report.problems
+    assert report.commits == len(ops)
+    return present
+
+
+def kill_test(repo: Path, key: str, tmp: Path, kills: int) -> None:
+    seed = random.randrange(1 << 32)
+    tool = gitmem.GitMemoryTool(repo, key=key, session="parent")
+    tool.call({"command": "create", "path": hp.LOG, "file_text": ""})
+    try:
+        run = kill_loop(repo, key, tmp, kills, random.Random(seed))
+        present = check_after_kills(tool, run)
+        # The next write after the last kill works too.
+        assert tool.call(hp.stream_command(0)) == "File created successfully at: /memories/w/0.md"
+        assert tool.store.verify().ok
+    except AssertionError as exc:
+        raise AssertionError(f"kill test with seed {seed}: {exc}") from exc
+    print(
+        f"\nkill test (seed {seed}): {run.kills} SIGKILLs, {len(run.acked)} acknowledged "
+        f"writes, 0 lost; {len(present)} writes present, of which "
+        f"{len(present - run.acked)} in flight at a kill landed whole; "
+        f"{run.before_first_write} kills before a writer's first write; "
+        f"{run.stale_ref_locks} kills left {BRANCH}.lock behind"
+    )
+
+
+def test_a_writer_killed_at_random_moments_loses_no_acknowledged_write(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    kill_test(repo_path, key, tmp_path, kills=6)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_thirty_times_loses_no_acknowledged_write(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    kill_test(repo_path, key, tmp_path, kills=30)
+
+
+# -- leftovers of a killed writer ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("ref", [BRANCH, META_REF])
+def test_a_ref_lock_file_left_by_a_killed_writer_does_not_wedge_the_next_write(
+    tool: gitmem.GitMemoryTool, repo_path: Path, ref: str
+) -> None:
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    head = tool.store.head()
+    assert head is not None
+    # What libgit2 leaves when killed between writing the lock file and renaming it over the ref.
+    lock = repo_path / (ref + ".lock")
+    lock.write_text("0" * 40 + "\n")
+    if ref == BRANCH:
+        # Outside gitmem's writer lock the leftover does block a ref update...
+        with pytest.raises(OSError, match=r"failed to lock file .*main\.lock"):
+            GitRepo(repo_path).update_ref(BRANCH, head, head)
+    # ...but a gitmem writer holds the OS lock, so it knows the file is stale and removes it.
+    assert tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"}) == (
+        "File created successfully at: /memories/b.md"
+    )
+    assert not lock.exists()
+    assert [op.seq for op in tool.store.log()] == [2, 1]
+    assert tool.store.files() == {"/memories/a.md": "a\n", "/memories/b.md": "b\n"}
+    assert tool.store.verify().ok
+
+
+def test_a_killed_lock_holder_does_not_wedge_the_next_write(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key, lock_timeout=0.3)
+    ack_path = tmp_path / "acks"
+    process = hp.context().Process(target=hp.holder, args=(str(repo_path), str(ack_path)))
+    process.start()
+    wait_for(lambda: hp.read_acks(ack_path) == ["locked"], "the holder to lock")
+    with pytest.raises(ToolError) as refused:
+        tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    assert str(refused.value) == (
+        f"Error: another writer held the lock on {repo_path} for over 0.3s"
+    )
+    assert tool.store.head() is None
+    assert sigkill(process) == -signal.SIGKILL
+    assert (repo_path / "gitmem.lock").exists()  # the file stays; the kernel dropped the lock
+    assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}) == (
+        "File created successfully at: /memories/a.md"
+    )
+
+
+# -- kills at fault-injection points --------------------------------------------------------
+
+
+def run_fault(repo: Path, key: str, tmp: Path, point: str) -> str:
+    """Run stream write 1 in a worker that SIGKILLs itself at ``point``; the commit it made."""
+    ack_path = tmp / f"acks-{point}"
+    process = hp.context().Process(
+        target=hp.fault, args=(str(repo), hp.worker_env(key), str(ack_path), point, 1)
+    )
+    process.start()
+    process.join(_TIMEOUT)
+    acks = hp.read_acks(ack_path)
+    assert process.exitcode == -signal.SIGKILL, acks
+    assert len(acks) == 1 and acks[0].startswith(f"{point} "), acks
+    return acks[0].split()[1]
+
+
+def test_a_kill_between_the_object_writes_and_the_ref_update_leaves_the_old_state(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key, session="parent")
+    tool.call({"command": "create", "path": hp.LOG, "file_text": "first\n"})
+    head = tool.store.head()
+    orphan = run_fault(repo_path, key, tmp_path, "before-ref")
+    # The dead writer's commit and objects are on disk, but the branch never moved to them.
+    assert GitRepo(repo_path).read_commit(orphan).parents == (head,)
+    assert tool.store.head() == head
+    assert tool.store.files() == {hp.LOG: "first\n"}
+    assert tool.store.verify().ok
+    assert tool.call(hp.stream_command(3)) == f"The file {hp.LOG} has been edited."
+    assert tool.store.files() == {hp.LOG: "entry 3\nfirst\n"}
+    assert [op.seq for op in tool.store.log()] == [2, 1]
+    assert tool.store.verify().ok
+
+
+def test_a_kill_right_after_the_ref_update_leaves_the_new_state(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    tool = gitmem.GitMemoryTool(repo_path, key=key, session="parent")
+    tool.call({"command": "create", "path": hp.LOG, "file_text": "first\n"})
+    commit = run_fault(repo_path, key, tmp_path, "after-ref")
+    # Unacknowledged but complete; the high-water mark the writer never advanced is no rollback.
+    assert tool.store.head() == commit
+    assert tool.store.files() == {hp.LOG: "entry 1\nfirst\n"}
+    assert tool.store.verify().ok
+    assert tool.call(hp.stream_command(3)) == f"The file {hp.LOG} has been edited."
+    assert [op.seq for op in tool.store.log()] == [3, 2, 1]
+    assert [op.session for op in tool.store.log()] == ["parent", "fault-after-ref", "parent"]
+
+
+def creation_state(repo: Path, acks: list[str]) -> str:
+    """How far a killed creator got."""
+    if acks == ["start", "open"]:
+        return "finished"
+    if not repo.exists():
+        return "nothing made"
+    if not GitRepo.exists(repo):
+        return "half-made directory"
+    if not (repo / META_REF).exists():
+        return "repository without metadata"
+    return "store made"
+
+
+def killed_creation_test(tmp: Path, key: str, rounds: int) -> None:
+    ctx, env, rng = hp.context(), hp.worker_env(key), random.Random()
+    # Time one creation that is left alone, so that the kills spread over the whole of one.
+    calibration = ctx.Process(target=hp.creator, args=(str(tmp / "c.git"), env, str(tmp / "c")))
+    calibration.start()
+    wait_for(lambda: hp.read_acks(tmp / "c") == ["start"], "the creator to start")
+    started = time.monotonic()
+    wait_for(lambda: hp.read_acks(tmp / "c") == ["start", "open"], "the creator to finish")
+    window = time.monotonic() - started
+    calibration.join(_TIMEOUT)
+    states: Counter[str] = Counter()
+    for r in range(rounds):
+        repo, ack_path = tmp / f"store-{r}.git", tmp / f"acks-{r}"
+        process = ctx.Process(target=hp.creator, args=(str(repo), env, str(ack_path)))
+        process.start()
+        wait_for(
+            lambda: hp.read_acks(ack_path) != [],  # noqa: B023 (called right here)
+            "the creator to start",
+        )
+        time.sleep(rng.uniform(0.0, 1.2 * window))
+        sigkill(process)
+        acks = hp.read_acks(ack_path)
+        assert not errors(acks), acks
+        states[creation_state(repo, acks)] += 1
+        tool = gitmem.GitMemoryTool(repo, key=key)
+        assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}) == (
+            "File created successfully at: /memories/a.md"
+        ), r
+        assert tool.store.verify().ok
+    print(
+        f"\nkilled store creation ({window * 1000:.0f} ms each): {rounds} rounds, "
+        f"{dict(states)}, 0 wedged"
+    )
+
+
+def test_a_creator_killed_mid_way_does_not_wedge_the_store(tmp_path: Path, key: str) -> None:
+    killed_creation_test(tmp_path, key, rounds=4)
+
+
+@pytest.mark.slow
+def test_creators_killed_mid_way_twenty_times(tmp_path: Path, key: str) -> None:
+    killed_creation_test(tmp_path, key, rounds=20)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+COMMANDS: dict[str, dict[str, Any]] = {
+    "create": {"command": "create", "path": "/memories/new.md", "file_text": "new\n"},
+    "str_replace": {
+        "command": "str_replace",
+        "path": "/memories/a.md",
+        "old_str": "alpha",
+        "new_str": "gamma",
+    },
+    "insert": {"command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": "x"},
+    "rename": {"command": "rename", "old_path": "/memories/d/b.md", "new_path": "/memories/e.md"},
+    "delete": {"command": "delete", "path": "/memories/d"},
+}
+
+
+def no_space(*_: object, **__: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+# rename and delete write no blob: names live in the (re-encrypted) trees.
+FULL_DISK_CASES = [
+    (command, point)
+    for command in COMMANDS
+    for point in ("write_blob", "write_tree", "write_commit", "update_ref")
+    if not (point == "write_blob" and command in ("rename", "delete"))
+]
+
+
+@pytest.mark.parametrize(("command", "point"), FULL_DISK_CASES)
+def test_a_full_disk_refuses_the_write_clearly_and_leaves_the_ref_unmoved(
+    tool: gitmem.GitMemoryTool, monkeypatch: pytest.MonkeyPatch, point: str, command: str
+) -> None:
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "alpha\nbeta\n"})
+    tool.call({"command": "create", "path": "/memories/d/b.md", "file_text": "b\n"})
+    head, files = tool.store.head(), tool.store.files()
+    with monkeypatch.context() as patched:
+        patched.setattr(GitRepo, point, no_space)
+        with pytest.raises(ToolError) as refused:
+            tool.call(COMMANDS[command])
+    assert str(refused.value) == NO_SPACE
+    assert tool.store.head() == head
+    assert tool.store.files() == files
+    assert tool.store.verify().ok
+    # Once there is space again, the same command goes through as one commit.
+    tool.call(COMMANDS[command])
+    assert [op.seq for op in tool.store.log()] == [3, 2, 1]
+
+
+def test_a_full_disk_under_the_high_water_mark_does_not_fail_a_committed_write(
+    tool: gitmem.GitMemoryTool, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    with monkeypatch.context() as patched:
+        patched.setattr(HighWater, "advance", no_space)
+        # The commit is durable before the mark is written: reporting a failure would make
+        # Claude redo an insert that happened.
+        assert tool.call(
+            {"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "z"}
+        ) == ("The file /memories/a.md has been edited.")
+    assert tool.store.files() == {"/memories/a.md": "z\na\n"}
+    assert [op.seq for op in tool.store.log()] == [2, 1]
+    reopened = gitmem.GitMemoryTool(tool.store.path, key=key, session="again")
+    assert reopened.store.head() == tool.store.head()
+
+
+COMMIT_NOT_WRITTEN = (
+    "Error: gitmem's storage failed (the commit object was not written; is the disk full?); "
+    "the memory is unchanged unless a later view shows otherwise"
+)
+
+
+def test_a_commit_that_was_not_written_is_never_pointed_at(
+    tool: gitmem.GitMemoryTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    head = tool.store.head()
+
+    def lost_commit(*_: object) -> pygit2.Oid:
+        # What pygit2's create_commit does on a full disk: an id, but no object.
+        return pygit2.Oid(hex="ab" * 20)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(pygit2.Repository, "create_commit", lost_commit)
+        with pytest.raises(ToolError) as refused:
+            tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
+    assert str(refused.value) == COMMIT_NOT_WRITTEN
+    assert tool.store.head() == head
+    assert tool.store.verify().ok
+
+
+def user_namespaces_unavailable(mount: Path) -> str | None:
+    """Why a private tmpfs cannot be mounted here, or None when it can."""
+    if sys.platform != "linux" or shutil.which("unshare") is None:
+        return "needs Linux and unshare(1)"
+    probe = subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", mount],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if probe.returncode != 0:
+        return f"unprivileged user and mount namespaces are unavailable: {probe.stderr.strip()}"
+    return None
+
+
+@pytest.mark.slow
+def test_a_real_full_filesystem(tmp_path: Path) -> None:
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    reason = user_namespaces_unavailable(mount)
+    if reason is not None:
+        pytest.skip(f"no small real filesystem ({reason}); the simulated ENOSPC tests cover it")
+    # A 1 MiB tmpfs in a private mount namespace: no privileges needed, nothing left mounted.
+    script = 'mount -t tmpfs -o size=1m,mode=700 tmpfs "$1" && exec "$2" "$3" full-disk "$1"'
+    helper = Path(hp.__file__)
+    done = subprocess.run(
+        ["unshare", "-r", "-m", "sh", "-c", script, "sh", mount, sys.executable, helper],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    failed = (
+        "Error: gitmem's storage failed (failed to write out file: No space left on device); "
+        "the memory is unchanged unless a later view shows otherwise"
+    )
+    for outcome in report["results"]:
+        assert outcome.get("error") == failed, outcome
+        assert outcome["head_unmoved"], outcome
+    assert report["files_unchanged"]
+    assert report["verify_while_full"] == []
+    # With 0..15 pages free the write fails at every step of the way, or succeeds whole.
+    sweep = report["sweep"]
+    for outcome in sweep:
+        if "error" in outcome:
+            assert outcome["error"] in (failed, COMMIT_NOT_WRITTEN), outcome
+            assert (outcome["new_commits"], outcome["head_moved"]) == (0, False), outcome
+        else:
+            assert outcome["output"].startswith("File created successfully"), outcome
+            assert (outcome["new_commits"], outcome["head_moved"]) == (1, True), outcome
+            assert outcome["content_ok"], outcome
+    assert any("error" in o for o in sweep) and any("output" in o for o in sweep)
+    assert report["write_after"] == "File created successfully at: /memories/after.md"
+    assert report["verify_after"] == []
+    assert report["commits"] == 3 + sum("output" in o for o in sweep)
+    print(
+        f"\nreal full filesystem: {len(report['results'])} commands refused with the ref "
+        f"unmoved; sweep of {len(sweep)} free-space levels: "
+        f"{sum('error' in o for o in sweep)} refused cleanly, "
+        f"{sum('output' in o for o in sweep)} whole"
+    )

@@ -1,0 +1,675 @@
+"""Security properties of issue 2: keys, tampering, rollback, and no plaintext anywhere.
+
+The attacker here can read and write the repository but has no key. Every tampering must make
+reads fail closed with a clear error (a ``ToolError`` through the tool) and make ``verify``
+name the object or commit at fault. Objects are altered with pygit2 and the git CLI directly;
+only gitmem itself is restricted to importing pygit2 in one module.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+import pytest
+from anthropic.lib.tools import ToolError
+from click.testing import CliRunner
+
+import gitmem
+from gitmem import GitMemoryTool, IntegrityError, MemoryStore, RollbackDetected, WrongKey
+from gitmem.cli import main as cli_main
+from gitmem.crypto import KEY_TEXT_PREFIX
+
+
+def git(repo: Path, *args: str) -> bytes:
+    """Run the git CLI on ``repo`` and return its stdout."""
+    return subprocess.run(
+        ["git", f"--git-dir={repo}", *args], check=True, capture_output=True
+    ).stdout
+
+
+def open_store(repo: Path, key: str, state: Path) -> MemoryStore:
+    """A fresh client (no caches) with the given high-water directory."""
+    return MemoryStore.open(repo, key, state_dir=state)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+F_TEXT = "hello world\n" * 20
+F_FINAL = F_TEXT + "ok\n"
+
+
+@pytest.fixture
+def filled(repo_path: Path, key: str, state: Path) -> GitMemoryTool:
+    """A store with three commits: a file in a directory, an edit, a second file."""
+    tool = GitMemoryTool(repo_path, key=key, session="sec", state_dir=state)
+    tool.call({"command": "create", "path": "/memories/dir/f.md", "file_text": F_TEXT + "end\n"})
+    tool.call(
+        {"command": "str_replace", "path": "/memories/dir/f.md", "old_str": "end", "new_str": "ok"}
+    )
+    tool.call({"command": "create", "path": "/memories/top.md", "file_text": "top\n"})
+    return tool
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+
+def test_wrong_key_is_refused_clearly(filled: GitMemoryTool, repo_path: Path, state: Path) -> None:
+    other = gitmem.generate_key()
+    with pytest.raises(WrongKey) as info:
+        open_store(repo_path, other, state)
+    assert str(info.value) == f"the key does not open the store at {repo_path}"
+    assert info.value.exit_code == 4
+    with pytest.raises(WrongKey):
+        GitMemoryTool(repo_path, key=other, state_dir=state)
+
+
+def test_wrong_key_from_environment(
+    filled: GitMemoryTool, repo_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITMEM_KEY", gitmem.generate_key())
+    with pytest.raises(WrongKey) as info:
+        GitMemoryTool(repo_path, state_dir=state)
+    assert str(info.value) == f"the key does not open the store at {repo_path}"
+
+
+def test_wrong_key_exit_path(filled: GitMemoryTool, repo_path: Path) -> None:
+    """The installed entry point: one line on stderr, exit code 4, no traceback, no key."""
+    other = gitmem.generate_key()
+    env = {**os.environ, "GITMEM_KEY": other}
+    result = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(repo_path), "log"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 4
+    assert result.stdout == ""
+    assert result.stderr == f"gitmem: error: the key does not open the store at {repo_path}\n"
+    assert other not in result.stderr
+    # With --json, the same error as one JSON object on stderr.
+    os.environ["GITMEM_KEY"] = other
+    try:
+        json_run = CliRunner().invoke(cli_main, ["--repo", str(repo_path), "log", "--json"])
+    finally:
+        del os.environ["GITMEM_KEY"]
+    assert json_run.exit_code == 4
+    assert json.loads(json_run.stderr) == {
+        "error": "WrongKey",
+        "message": f"the key does not open the store at {repo_path}",
+        "exit_code": 4,
+    }
+
+
+_CHECKSUM = "the key is not valid: it is truncated or mistyped (checksum mismatch)"
+_PREFIX = f"the key is not valid: key text starts with '{KEY_TEXT_PREFIX}'"
+
+
+def _flip_char(key: str) -> str:
+    body = key[len(KEY_TEXT_PREFIX) :]
+    swapped = ("B" if body[0] == "A" else "A") + body[1:]
+    return KEY_TEXT_PREFIX + swapped
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda k: "", _PREFIX),
+        (lambda k: "not-a-key", _PREFIX),
+        (lambda k: k[len(KEY_TEXT_PREFIX) :], _PREFIX),
+        (lambda k: KEY_TEXT_PREFIX, _CHECKSUM),
+        (lambda k: KEY_TEXT_PREFIX + "!!!!", _CHECKSUM),
+        (lambda k: KEY_TEXT_PREFIX + "A", "the key is not valid: it is not base64url text"),
+        (lambda k: k[:-3], "the key is not valid: it is not base64url text"),
+        (lambda k: k[:-4], _CHECKSUM),
+        (lambda k: k + "AAAA", _CHECKSUM),
+        (_flip_char, _CHECKSUM),
+        # 31 bytes are not a raw key; being ASCII, they are read as (invalid) key text.
+        (lambda k: b"\x00" * 31, _PREFIX),
+        (lambda k: b"\xff" * 33, "the key is not valid: expected 32 raw bytes or key text"),
+        (lambda k: 12345, "the key must be text from gitmem.generate_key() or 32 bytes"),
+    ],
+)
+def test_malformed_key(repo_path: Path, key: str, state: Path, make: object, message: str) -> None:
+    MemoryStore.open(repo_path, key, create=True, state_dir=state)
+    assert callable(make)
+    bad = make(key)
+    with pytest.raises(WrongKey) as info:
+        MemoryStore.open(repo_path, bad, state_dir=state)
+    assert str(info.value) == message
+    # Never echo what was given.
+    if isinstance(bad, str) and len(bad) > len(KEY_TEXT_PREFIX):
+        assert bad[len(KEY_TEXT_PREFIX) :] not in str(info.value)
+
+
+def test_malformed_key_when_creating(repo_path: Path, state: Path) -> None:
+    with pytest.raises(WrongKey):
+        GitMemoryTool(repo_path, key="gitmem-key-1:short", state_dir=state)
+    # A refused key leaves no half-made store behind to be opened with another key later.
+    assert not repo_path.exists()
+
+
+# -- locating objects ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Objects:
+    """The ids of HEAD's objects, by role."""
+
+    commit: str
+    root: str
+    directory: str
+    file_tree: str
+    header: str
+    chunk: str
+
+
+def objects_of(repo: Path) -> Objects:
+    """HEAD's objects along /memories/dir/f.md (the only directory at the root)."""
+    r = pygit2.Repository(str(repo))
+    commit = r[r.references["refs/heads/main"].target]
+    assert isinstance(commit, pygit2.Commit)
+    root = commit.tree
+    dirs = [e for e in root if e.name.startswith("d")]
+    assert len(dirs) == 1
+    directory = r[dirs[0].id]
+    assert isinstance(directory, pygit2.Tree) and len(directory) == 1
+    file_tree = r[directory[0].id]
+    assert isinstance(file_tree, pygit2.Tree)
+    names = {e.name: str(e.id) for e in file_tree}
+    return Objects(
+        str(commit.id), str(root.id), str(directory.id), str(file_tree.id), names["h"],
+        names["c00000000"],
+    )  # fmt: skip
+
+
+def loose(repo: Path, oid: str) -> Path:
+    path = repo / "objects" / oid[:2] / oid[2:]
+    assert path.is_file()
+    return path
+
+
+def flip_byte(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    path.chmod(0o644)
+    path.write_bytes(bytes(raw))
+
+
+ROLES = ["chunk", "header", "file_tree", "directory", "root", "commit"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_flipped_bit_in_a_loose_object(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, role: str
+) -> None:
+    oid = getattr(objects_of(repo_path), role)
+    flip_byte(loose(repo_path, oid))
+    store = open_store(repo_path, key, state)
+    with pytest.raises(IntegrityError) as info:
+        store.files()
+    assert oid in str(info.value)
+    tool = GitMemoryTool(repo_path, key=key, state_dir=state)
+    with pytest.raises(ToolError) as tool_info:
+        tool.call({"command": "view", "path": "/memories/dir/f.md"})
+    assert isinstance(tool_info.value.content, str) and oid in tool_info.value.content
+    # A write that needs the corrupt object is refused too, and moves nothing.
+    head = git(repo_path, "rev-parse", "refs/heads/main")
+    with pytest.raises(ToolError):
+        tool.call(
+            {
+                "command": "str_replace",
+                "path": "/memories/dir/f.md",
+                "old_str": "ok",
+                "new_str": "x",
+            }
+        )
+    assert git(repo_path, "rev-parse", "refs/heads/main") == head
+    report = open_store(repo_path, key, state).verify()
+    assert not report.ok
+    assert any(oid in problem for problem in report.problems), report.problems
+
+
+def _rewrite_loose(repo: Path, oid: str, kind: bytes, content: bytes) -> None:
+    """Put a well-formed object with other content under ``oid``'s name (its hash is wrong)."""
+    path = loose(repo, oid)
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(kind + b" %d\x00" % len(content) + content))
+
+
+@pytest.mark.parametrize("hash_check", [True, False])
+def test_altered_ciphertext_under_the_same_name(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, hash_check: bool
+) -> None:
+    objs = objects_of(repo_path)
+    blob = bytearray(pygit2.Repository(str(repo_path))[objs.chunk].read_raw())
+    blob[len(blob) // 2] ^= 0x80
+    _rewrite_loose(repo_path, objs.chunk, b"blob", bytes(blob))
+    # gitmem turns the hash check on (gitmem/gitrepo.py); off, the crypto layer alone is tested.
+    pygit2.settings.enable_strict_hash_verification(hash_check)
+    try:
+        with pytest.raises(IntegrityError) as info:
+            open_store(repo_path, key, state).read_text(gitmem.parse_path("/memories/dir/f.md"))
+        # With git's hash check the object is refused as corrupt before decryption; without
+        # it, AES-SIV refuses the ciphertext. Either way the chunk is named.
+        assert str(info.value) == f"chunk {objs.chunk} failed authentication"
+        report = open_store(repo_path, key, state).verify()
+        assert report.problems == [
+            f"commit {objs.commit[:12]}, file /memories/dir/f.md: "
+            f"chunk {objs.chunk} failed authentication"
+        ]
+    finally:
+        pygit2.settings.enable_strict_hash_verification(True)
+
+
+def test_altered_ciphertext_in_a_new_object_breaks_the_commit(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    """Re-hashing the altered blob and every tree above it still needs a new commit record."""
+    objs = objects_of(repo_path)
+    r = pygit2.Repository(str(repo_path))
+    blob = bytearray(r[objs.chunk].read_raw())
+    blob[-1] ^= 0x01
+    new_chunk = r.create_blob(bytes(blob))
+
+    def rebuilt(tree_id: str, name: str, child: pygit2.Oid) -> pygit2.Oid:
+        tree = r[tree_id]
+        assert isinstance(tree, pygit2.Tree)
+        builder = r.TreeBuilder(tree)
+        builder.insert(name, child, tree[name].filemode)
+        return builder.write()
+
+    directory = r[objs.directory]
+    root = r[objs.root]
+    assert isinstance(directory, pygit2.Tree) and isinstance(root, pygit2.Tree)
+    new_file = rebuilt(objs.file_tree, "c00000000", new_chunk)
+    new_dir = rebuilt(objs.directory, directory[0].name, new_file)
+    dir_name = next(e.name for e in root if str(e.id) == objs.directory)
+    new_root = rebuilt(objs.root, dir_name, new_dir)
+    head = r[objs.commit]
+    assert isinstance(head, pygit2.Commit)
+    forged = r.create_commit(
+        None, head.author, head.committer, head.raw_message, new_root, head.parent_ids
+    )
+    git(repo_path, "update-ref", "refs/heads/main", str(forged), objs.commit)
+    store = open_store(repo_path, key, state)
+    with pytest.raises(IntegrityError) as info:
+        store.head()
+    assert str(info.value) == f"commit {forged} failed authentication (forged, altered or spliced)"
+    # The altered chunk itself fails too, on its own.
+    with pytest.raises(IntegrityError) as chunk_info:
+        store.codec.read_file(str(new_file))
+    assert str(chunk_info.value) == f"chunk {new_chunk} failed authentication"
+    assert any(str(forged) in p for p in store.verify().problems)
+
+
+# -- forged and spliced commits ------------------------------------------------------------------
+
+
+def _commit(r: pygit2.Repository, message: bytes, tree: str, parents: list[str]) -> str:
+    sig = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
+    return str(r.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree), parents))
+
+
+def forgeries(r: pygit2.Repository, head: str) -> dict[str, str]:
+    """Commits an attacker without the key can make, each a child of (or beside) ``head``."""
+    c3 = r[head]
+    assert isinstance(c3, pygit2.Commit)
+    c2 = c3.parents[0]
+    c1 = c2.parents[0]
+    random_record = base64.b64encode(os.urandom(80))
+    return {
+        # A message that is not a record at all.
+        "bogus message": _commit(r, b"I am the real memory", str(c3.tree_id), [head]),
+        # A well-formed envelope with random bytes.
+        "random record": _commit(r, random_record, str(c3.tree_id), [head]),
+        # HEAD's genuine record, replayed on top of HEAD with the same tree.
+        "replayed record": _commit(r, c3.raw_message, str(c3.tree_id), [head]),
+        # HEAD's genuine record over another tree (an older one).
+        "record on another tree": _commit(r, c3.raw_message, str(c1.tree_id), [str(c2.id)]),
+        # An old commit's record and tree spliced on top of HEAD (a "revert" without the key).
+        "spliced record": _commit(r, c2.raw_message, str(c2.tree_id), [head]),
+        # HEAD with its parent dropped: history reordered.
+        "reordered history": _commit(r, c3.raw_message, str(c3.tree_id), [str(c1.id)]),
+        # HEAD's record with no parents at all.
+        "orphaned record": _commit(r, c3.raw_message, str(c3.tree_id), []),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "bogus message",
+        "random record",
+        "replayed record",
+        "record on another tree",
+        "spliced record",
+        "reordered history",
+        "orphaned record",
+    ],
+)
+def test_forged_commit_fails_closed(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, kind: str
+) -> None:
+    head = git(repo_path, "rev-parse", "refs/heads/main").decode().strip()
+    r = pygit2.Repository(str(repo_path))
+    forged = forgeries(r, head)[kind]
+    git(repo_path, "update-ref", "refs/heads/main", forged, head)
+    expected = f"commit {forged} failed authentication (forged, altered or spliced)"
+    with pytest.raises(IntegrityError) as info:
+        open_store(repo_path, key, state).files()
+    assert str(info.value) == expected
+    # The tool that wrote the real history sees it too, for reads and writes alike.
+    for data in (
+        {"command": "view", "path": "/memories"},
+        {"command": "create", "path": "/memories/new.md", "file_text": "x"},
+        {"command": "delete", "path": "/memories/top.md"},
+    ):
+        with pytest.raises(ToolError) as tool_info:
+            filled.call(data)
+        assert tool_info.value.content == f"Error: {expected}"
+    assert git(repo_path, "rev-parse", "refs/heads/main").decode().strip() == forged
+    report = open_store(repo_path, key, state).verify()
+    assert report.problems[0] == f"commit {forged}: {expected}", report.problems
+
+
+def test_record_from_another_store_with_the_same_key(
+    repo_path: Path, tmp_path: Path, key: str, state: Path
+) -> None:
+    """Store ids are bound into every record: one key used for two stores does not mix them.
+
+    Store B's first commit, with every object it needs, is copied into store A byte for byte,
+    and A's branch is pointed at it. Only the store id differs from what B authenticated.
+    """
+    a = GitMemoryTool(repo_path, key=key, state_dir=state)
+    b = GitMemoryTool(tmp_path / "other.git", key=key, state_dir=state)
+    a.call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
+    b.call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
+    ra = pygit2.Repository(str(repo_path))
+    rb = pygit2.Repository(str(tmp_path / "other.git"))
+    for oid in rb.odb:
+        obj = rb.odb.read(oid)
+        ra.odb.write(obj[0], obj[1])
+    b_head = str(rb.references["refs/heads/main"].target)
+    a_head = str(ra.references["refs/heads/main"].target)
+    git(repo_path, "update-ref", "refs/heads/main", b_head, a_head)
+    # A client that never saw A, so rollback detection cannot be what refuses it.
+    with pytest.raises(IntegrityError) as info:
+        open_store(repo_path, key, state.parent / "fresh-state").head()
+    assert str(info.value) == f"commit {b_head} failed authentication (forged, altered or spliced)"
+
+
+# -- rollback ------------------------------------------------------------------------------------
+
+
+def test_rolled_back_branch_is_detected(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    head = git(repo_path, "rev-parse", "refs/heads/main").decode().strip()
+    older = git(repo_path, "rev-parse", "refs/heads/main~1").decode().strip()
+    git(repo_path, "update-ref", "refs/heads/main", older, head)
+    store = open_store(repo_path, key, state)
+    with pytest.raises(RollbackDetected) as info:
+        store.files()
+    assert str(info.value) == (
+        f"the store's branch is at operation #2 ({older[:12]}), which does not follow operation "
+        f"#3 ({head[:12]}) that this client has already seen: the repository was rolled back "
+        "or replaced; if that is intended, run `gitmem accept-head`"
+    )
+    assert info.value.exit_code == 6
+    # The tool refuses reads and writes alike, and writes nothing.
+    for data in (
+        {"command": "view", "path": "/memories"},
+        {"command": "create", "path": "/memories/new.md", "file_text": "x"},
+    ):
+        with pytest.raises(ToolError) as tool_info:
+            filled.call(data)
+        assert tool_info.value.content == f"Error: {info.value}"
+    assert git(repo_path, "rev-parse", "refs/heads/main").decode().strip() == older
+    assert any("rolled back" in p for p in store.verify().problems)
+    # A client that never saw the store cannot tell; one that did can accept the rollback.
+    assert open_store(repo_path, key, state.parent / "fresh-state").files() == {
+        "/memories/dir/f.md": F_FINAL
+    }
+    accepted = store.accept_head()
+    assert accepted is not None and accepted.commit == older and accepted.seq == 2
+    assert store.files() == {"/memories/dir/f.md": F_FINAL}
+    assert filled.call({"command": "create", "path": "/memories/new.md", "file_text": "x"}) == (
+        "File created successfully at: /memories/new.md"
+    )
+    assert [op.seq for op in store.log()] == [3, 2, 1]
+    assert store.verify().ok
+
+
+def test_deleted_branch_is_a_rollback(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    head = git(repo_path, "rev-parse", "refs/heads/main").decode().strip()
+    git(repo_path, "update-ref", "-d", "refs/heads/main", head)
+    with pytest.raises(RollbackDetected) as info:
+        open_store(repo_path, key, state).files()
+    assert str(info.value) == (
+        f"the store's branch is gone, but this client has seen operation #3 ({head[:12]}); if "
+        "that is intended, run `gitmem accept-head`"
+    )
+    with pytest.raises(ToolError):
+        filled.call({"command": "view", "path": "/memories"})
+
+
+def test_branch_moved_forward_by_a_writer_is_not_a_rollback(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    # Another client with its own high-water mark writes; this one follows.
+    other = GitMemoryTool(repo_path, key=key, session="other", state_dir=state.parent / "o")
+    other.call({"command": "create", "path": "/memories/o.md", "file_text": "o"})
+    assert filled.call({"command": "view", "path": "/memories/o.md"}).endswith("     1\to")
+
+
+# -- no plaintext --------------------------------------------------------------------------------
+
+CANARY_DIR = "canarydirQ7Z"
+CANARY_NAME = "canaryname4KX.md"
+CANARY_RENAMED = "canaryrenamedW2P.md"
+CANARY_CONTENT = "canarycontentV9M"
+CANARY_EDIT = "canaryeditJ3T"
+CANARY_SESSION = "canarysessionH5R"
+CANARIES = [CANARY_DIR, CANARY_NAME, CANARY_RENAMED, CANARY_CONTENT, CANARY_EDIT, CANARY_SESSION]
+
+
+def _fill_with_canaries(tool: GitMemoryTool) -> None:
+    base = f"/memories/{CANARY_DIR}"
+    tool.call(
+        {
+            "command": "create",
+            "path": f"{base}/{CANARY_NAME}",
+            "file_text": f"line one {CANARY_CONTENT}\n" * 3 + "tail\n",
+        }
+    )
+    tool.call({"command": "create", "path": "/memories/plain.md", "file_text": CANARY_CONTENT})
+    tool.call(
+        {
+            "command": "str_replace",
+            "path": f"{base}/{CANARY_NAME}",
+            "old_str": "tail",
+            "new_str": CANARY_EDIT,
+        }
+    )
+    tool.call(
+        {
+            "command": "insert",
+            "path": f"{base}/{CANARY_NAME}",
+            "insert_line": 1,
+            "insert_text": CANARY_EDIT + " inserted",
+        }
+    )
+    tool.call(
+        {
+            "command": "rename",
+            "old_path": f"{base}/{CANARY_NAME}",
+            "new_path": f"{base}/sub/{CANARY_RENAMED}",
+        }
+    )
+    tool.call({"command": "view", "path": f"{base}/sub/{CANARY_RENAMED}"})
+    tool.call({"command": "view", "path": "/memories"})
+    with pytest.raises(ToolError):
+        tool.call({"command": "str_replace", "path": "/memories/plain.md", "old_str": "zz",
+                   "new_str": CANARY_EDIT})  # fmt: skip
+    tool.call({"command": "delete", "path": "/memories/plain.md"})
+
+
+def _needles(extra: list[str]) -> list[bytes]:
+    """Each canary as UTF-8 and in the base64 alphabets, at every alignment."""
+    out: list[bytes] = []
+    for text in CANARIES + extra:
+        raw = text.encode()
+        out.append(raw)
+        for shift in range(3):
+            for enc in (base64.b64encode, base64.urlsafe_b64encode):
+                encoded = enc(b"\x00" * shift + raw)
+                # Keep only characters that depend on the canary's bits alone.
+                out.append(encoded[(shift * 4 + 2) // 3 + 1 : -3])
+    return out
+
+
+def _decoded_views(r: pygit2.Repository) -> Iterator[tuple[str, bytes]]:
+    """Every object's bytes, plus base64-decoded commit messages and tree entry names."""
+    for oid in r.odb:
+        obj = r[oid]
+        yield str(oid), obj.read_raw()
+        if isinstance(obj, pygit2.Commit):
+            message = obj.raw_message.strip()
+            yield str(oid), base64.b64decode(message + b"=" * (-len(message) % 4))
+        elif isinstance(obj, pygit2.Tree):
+            for entry in obj:
+                body = entry.name[1:]
+                with contextlib.suppress(ValueError):
+                    yield str(oid), base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+
+
+def assert_no_plaintext(repo: Path, extra: list[str]) -> None:
+    needles = _needles(extra)
+    batch = git(repo, "cat-file", "--batch-all-objects", "--batch")
+    assert batch
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    config = git(repo, "config", "--list", "--local")
+    log = git(repo, "log", "--branches", "--format=%H %an %ae %at %cn %ce %ct %B")
+    for name, blob in [("cat-file", batch), ("refs", refs), ("config", config), ("log", log)]:
+        for needle in needles:
+            assert needle not in blob, (name, needle)
+    # Raw files: loose objects are compressed, so inflate them too; packs are covered above.
+    for path in repo.rglob("*"):
+        if not path.is_file():
+            continue
+        raw = path.read_bytes()
+        views = [raw, path.name.encode(), str(path.relative_to(repo)).encode()]
+        if "objects" in path.parts and len(path.parent.name) == 2:
+            views.append(zlib.decompress(raw))
+        for view in views:
+            for needle in needles:
+                assert needle not in view, (path, needle)
+    for oid, view in _decoded_views(pygit2.Repository(str(repo))):
+        for needle in needles:
+            assert needle not in view, (oid, needle)
+
+
+def test_no_plaintext_anywhere(
+    repo_path: Path,
+    key: str,
+    state: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    tool = GitMemoryTool(repo_path, key=key, session=CANARY_SESSION, state_dir=state)
+    _fill_with_canaries(tool)
+    assert tool.store.files() == {
+        f"/memories/{CANARY_DIR}/sub/{CANARY_RENAMED}": (
+            f"line one {CANARY_CONTENT}\n{CANARY_EDIT} inserted\n"
+            f"line one {CANARY_CONTENT}\nline one {CANARY_CONTENT}\n{CANARY_EDIT}\n"
+        )
+    }
+    assert [op.session for op in tool.store.log()] == [CANARY_SESSION] * 6
+    # Identifying details of this machine and user must not be there either.
+    extra = [str(repo_path), str(state), key, key[len(KEY_TEXT_PREFIX) :]]
+    host = socket.gethostname()
+    if len(host) >= 8:
+        extra.append(host)
+    assert_no_plaintext(repo_path, extra)
+    # A fixed neutral identity at the epoch on every commit.
+    identities = git(repo_path, "log", "--format=%an|%ae|%at|%cn|%ce|%ct").decode().split()
+    assert identities == ["gitmem|gitmem@invalid|0|gitmem|gitmem@invalid|0"] * 6
+    # No reflogs to tell when refs moved.
+    assert not (repo_path / "logs").exists()
+
+    # Packing rewrites every object into one file (deltified and compressed differently).
+    subprocess.run(
+        ["git", f"--git-dir={repo_path}", "gc", "--aggressive", "--prune=now", "--quiet"],
+        check=True,
+        capture_output=True,
+    )
+    assert list((repo_path / "objects" / "pack").glob("*.pack"))
+    assert_no_plaintext(repo_path, extra)
+    assert open_store(repo_path, key, state).verify().ok
+
+    # Logs and console output of everything above.
+    captured = capfd.readouterr()
+    for text in [caplog.text, captured.out, captured.err]:
+        for canary in [*CANARIES, key]:
+            assert canary not in text
+    # The client's own state outside the repository holds no plaintext either.
+    for path in state.rglob("*"):
+        if path.is_file():
+            for canary in CANARIES:
+                assert canary.encode() not in path.read_bytes(), path
+
+
+def test_needles_would_find_a_leak() -> None:
+    """The scan above is not vacuous: each encoding of a canary is found where it is."""
+    needles = _needles([])
+    for text in CANARIES:
+        for shift in range(3):
+            plain = b"xx" * shift + text.encode() + b"yy"
+            for enc in (base64.b64encode, base64.urlsafe_b64encode):
+                encoded = enc(plain)
+                assert any(n in encoded for n in needles), (text, shift)
+
+
+# -- verify ----------------------------------------------------------------------------------------
+
+
+def test_verify_clean_store(filled: GitMemoryTool, repo_path: Path, key: str, state: Path) -> None:
+    report = open_store(repo_path, key, state).verify()
+    assert report.ok
+    assert report.problems == []
+    assert report.commits == 3
+
+
+def test_verify_cli_names_the_failure(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITMEM_KEY", key)
+    monkeypatch.setenv("GITMEM_STATE_DIR", str(state))
+    runner = CliRunner()
+    ok = runner.invoke(cli_main, ["--repo", str(repo_path), "verify"])
+    assert ok.exit_code == 0, ok.output
+    chunk = objects_of(repo_path).chunk
+    flip_byte(loose(repo_path, chunk))
+    bad = runner.invoke(cli_main, ["--repo", str(repo_path), "verify"])
+    assert bad.exit_code != 0
+    assert chunk in bad.output
+    assert "Traceback" not in bad.output
