@@ -34,7 +34,7 @@ from gitmem.paths import parse
 from gitmem.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_history_size import Words, object_bytes  # noqa: E402
+from bench_history_size import Words, object_bytes
 
 PATH = parse("/memories/big.md")
 _REAL_PIECES = chunking.Chunker.pieces
@@ -65,12 +65,19 @@ def make_text(size: int, seed: int = 1) -> str:
     return "".join(out)[:size]
 
 
+# A fixed key, so that the chunk boundaries (and the figures) are the same run after run.
+KEY = gitmem.crypto.encode_key(bytes(range(32)))
+
+
 def new_store(root: Path, name: str, text: str, one: bool) -> MemoryStore:
     store = MemoryStore.open(
-        root / f"{name}.git", gitmem.generate_key(), create=True, state_dir=root / f"{name}-state"
+        root / f"{name}.git", KEY, create=True, state_dir=root / f"{name}-state"
     )
     with one_chunk(one):
         store.create(PATH, text)
+        if not one:
+            count = len(store.repo.read_tree(store.snapshot().lookup(PATH).oid)) - 1  # type: ignore[union-attr]
+            print(f"    ({name}: {count} chunks)")
     return store
 
 
@@ -90,27 +97,25 @@ def edit_positions(text: str, count: int, seed: int = 2) -> Iterator[tuple[str, 
 
 
 def growth(root: Path, text: str, edits: int) -> None:
-    stores = {name: new_store(root, f"grow-{name}", text, name == "one") for name in ("one", "cdc")}
-    before = {name: object_bytes(s.path) for name, s in stores.items()}
-    for name, store in stores.items():
+    loose: dict[str, int] = {}
+    packed: dict[str, int] = {}
+    for name in ("one", "cdc"):
+        store = new_store(root, f"grow-{name}", text, name == "one")
+        store.gc(grace=0)
+        before = object_bytes(store.path)
         with one_chunk(name == "one"):
             for old, new in edit_positions(text, edits):
                 store.str_replace(PATH, old, new)
-    loose = {name: object_bytes(s.path) - before[name] for name, s in stores.items()}
-    for store in stores.values():
+        loose[name] = object_bytes(store.path) - before
         store.gc(grace=0)
-    # Packed growth: the packed size with the edits minus that of a store with the file alone.
-    base = {name: new_store(root, f"base-{name}", text, name == "one") for name in stores}
-    for store in base.values():
-        store.gc(grace=0)
-    packed = {name: object_bytes(stores[name].path) - object_bytes(base[name].path) for name in stores}
-    print(f"(2) {edits} edits in the middle of a {len(text):,}-byte file")
-    print(f"    loose objects written: chunked {loose['cdc']:,} B, one chunk {loose['one']:,} B")
-    print(f"    after gitmem gc:       chunked {packed['cdc']:,} B, one chunk {packed['one']:,} B")
+        packed[name] = object_bytes(store.path) - before
+    print(f"(2) {edits} edits in the middle of a {len(text):,}-byte file: the repository grew by")
+    print(f"    loose: chunked {loose['cdc']:,} B, one chunk {loose['one']:,} B")
+    print(f"    after gitmem gc: chunked {packed['cdc']:,} B, one chunk {packed['one']:,} B")
     print(
-        f"    growth ratio: {loose['cdc'] / loose['one']:.1%} of storing every version whole "
-        f"(loose), {packed['cdc'] / packed['one']:.1%} (packed); "
-        f"{loose['cdc'] / (edits * len(text)):.1%} of {edits} uncompressed copies (target <= 5%)"
+        f"    chunked / whole copies: {loose['cdc'] / loose['one']:.1%} loose, "
+        f"{packed['cdc'] / packed['one']:.1%} packed (target <= 5%); "
+        f"{loose['cdc'] / (edits * len(text)):.1%} of {edits} uncompressed copies"
     )
 
 
@@ -128,7 +133,9 @@ def best_of(reps: int, fns: dict[str, Callable[[], object]]) -> dict[str, tuple[
 
 
 def speed(root: Path, text: str, reps: int) -> None:
-    stores = {name: new_store(root, f"speed-{name}", text, name == "one") for name in ("one", "cdc")}
+    stores = {
+        name: new_store(root, f"speed-{name}", text, name == "one") for name in ("one", "cdc")
+    }
 
     def reader(name: str) -> Callable[[], object]:
         store = stores[name]
@@ -153,9 +160,18 @@ def speed(root: Path, text: str, reps: int) -> None:
 
         return write
 
-    reads = best_of(reps, {name: reader(name) for name in stores})
+    for read in (reader(name) for name in stores):
+        read()  # warm up
+    reads = best_of(reps * 4, {name: reader(name) for name in stores})
     writes = best_of(reps, {name: writer(name) for name in stores})
-    for label, result in (("read a 1 MiB file", reads), ("write one small edit", writes)):
+    for store in stores.values():
+        store.gc(grace=0)
+    packed = best_of(reps * 4, {name: reader(name) for name in stores})
+    for label, result in (
+        ("read a 1 MiB file", reads),
+        ("write one small edit", writes),
+        ("read it after gc", packed),
+    ):
         (one_cpu, one_wall), (cdc_cpu, cdc_wall) = result["one"], result["cdc"]
         print(
             f"(3) {label}: chunked {cdc_cpu * 1e3:.2f} ms CPU / {cdc_wall * 1e3:.2f} ms wall, "
@@ -171,9 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=15)
     args = parser.parse_args(argv)
     text = make_text(args.size)
-    chunks = chunking.Chunker(b"\0" * 32).cuts(text.encode())
     params = chunking.params_for(len(text))
-    print(f"file: {len(text):,} bytes; {params}; {len(chunks)} chunks with a sample key")
+    print(
+        f"file: {len(text):,} bytes; body chunks {params}; "
+        f"tail chunks {chunking.tail_params(params)}"
+    )
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-") as tmp:
         growth(Path(tmp), text, args.edits)
         speed(Path(tmp), text, args.reps)

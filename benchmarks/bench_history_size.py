@@ -34,7 +34,8 @@ from gitmem import chunking
 from gitmem.paths import parse
 from gitmem.store import MemoryStore
 
-_SYLLABLES = "ka lo mi ne ra to su pe an ti or en is al ly ing er ed th qu st re co de ma".split()
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "su", "pe", "an", "ti", "or", "en", "is")
+_SYLLABLES += ("al", "ly", "ing", "er", "ed", "th", "qu", "st", "re", "co", "de", "ma")
 
 
 @dataclass(frozen=True)
@@ -207,9 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     commits = sum(1 for _ in store.log())
     print(f"workload: {args.sessions} sessions, {args.features} features, {commits} commits")
-    print(f"chunk tiers: {chunking.TIERS}")
+    print(f"chunk sizes at the end: {chunking.params_for(len(expected['/memories/progress.md']))}")
     print(f"fsync while building: {'on' if args.fsync else 'off'}")
-    print(f"plain git built in {plain_built - started:.1f}s, gitmem in {gitmem_built - plain_built:.1f}s")
+    print(
+        f"plain git built in {plain_built - started:.1f}s, "
+        f"gitmem in {gitmem_built - plain_built:.1f}s"
+    )
     print(f"gitmem loose objects before gc: {loose:,} bytes")
     print(f"gitmem after `gitmem gc`:       {after_gitmem_gc:,} bytes ({report.packed} objects)")
     print(f"plain git after gc --aggressive:  {plain_size:,} bytes")

@@ -19,13 +19,12 @@ import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import accumulate
 from typing import NamedTuple
 
 # A boundary decision looks at the 16 bytes ending at the candidate position.
 WINDOW = 16
-_GEAR_INFO = b"gitmem/v2/chunker/gear-table"
+_GEAR_INFO = b"gitmem/v1/chunker/gear-table"
 # A mask of k bits is bits 16..15+k of the 32-bit sum, growing down from bit 16 past 15 bits
 # (at most bits 13..30). Bits from 15 up depend on all 16 bytes of the window (bits 13 and 14
 # on the last 14 and 15), and the sum modulo 2**31 is uniform when the table is, so k mask bits
@@ -79,22 +78,40 @@ def _mask(bits: int) -> int:
     return ((1 << bits) - 1) << (31 - bits)
 
 
-# Chunk sizes grow with the file, so that a large file is a few dozen blobs (reads stay close to
-# one-blob speed) while small and medium files, where most edits land, keep small chunks (an
-# edit rewrites little). See docs/design.md, "Chunking", for the measurements behind them.
-TIERS: tuple[tuple[int, Params], ...] = ((0, Params(512, 2048, 8192)),)
+# A file's body is cut into chunks of about size/32 bytes (a power of two from 2 KiB to 128 KiB),
+# so that reading a large file touches a few dozen blobs, not hundreds, while an edit in a small
+# or medium file rewrites little. Its tail (what the last body chunk would be) is cut finer, an
+# eighth of the body's average but at least 2 KiB, so that appending to a long log rewrites a
+# small chunk, not a large one. docs/design.md ("Chunking") gives the measurements.
+SMALLEST = Params(512, 2048, 8192)
+_CHUNKS_PER_FILE = 32
+_TAIL_DIVISOR = 8
+_MAX_AVG = 1 << 17
+
+
+def _sized(avg: int) -> Params:
+    if avg <= SMALLEST.avg_size:
+        return SMALLEST
+    return Params(avg // 4, avg, avg * 4, 2 if avg <= 1 << 16 else 1)
 
 
 def params_for(size: int) -> Params:
-    """The chunk size limits for a file of ``size`` bytes."""
-    chosen = TIERS[0][1]
-    for threshold, params in TIERS:
-        if size >= threshold:
-            chosen = params
-    return chosen
+    """The parameters for the body of a file of ``size`` bytes (see :func:`tail_params`).
+
+    The average is the power of two nearest to ``size / 32``, from 2 KiB to 128 KiB.
+    """
+    avg = SMALLEST.avg_size
+    # Doubling is right while size/32 >= avg * sqrt(2), i.e. size**2 >= 2 * (32 * avg)**2.
+    while avg < _MAX_AVG and size * size >= 2 * (_CHUNKS_PER_FILE * avg) ** 2:
+        avg *= 2
+    return _sized(avg)
 
 
-@lru_cache(maxsize=16)
+def tail_params(body: Params) -> Params:
+    """The parameters for the tail of a file whose body uses ``body``."""
+    return _sized(body.avg_size // _TAIL_DIVISOR)
+
+
 def gear_tables(seed: bytes) -> tuple[bytes, bytes]:
     """The keyed gear table as two byte-translation tables (low and high byte of each entry).
 
@@ -119,14 +136,17 @@ def gear_hash(data: bytes, pos: int, seed: bytes) -> int:
 
 
 class _Scan:
-    """Lazily computed boundary candidates of ``data`` from position ``start`` on."""
+    """Lazily computed cut candidates of ``data`` from offset ``start`` on.
 
-    def __init__(self, data: bytes, start: int, tables: tuple[bytes, bytes], params: Params):
+    A candidate is a cut offset whose hash passes ``mask`` (the loosest mask in use; masks are
+    nested, so every stricter test only needs the candidates' hash values).
+    """
+
+    def __init__(self, data: bytes, start: int, tables: tuple[bytes, bytes], mask: int):
         self.data = data
         self.low, self.high = tables
-        self.mask_loose = params.mask_loose
-        self.mask_strict = params.mask_strict
-        plane = (self.mask_loose >> 16) & 0xFF
+        self.mask = mask
+        plane = (mask >> 16) & 0xFF
         # The byte of each lane holding hash bits 16..23 is searched with bytes.find: zero bytes
         # are candidates when all eight bits are masked, else a table maps the masked bits first.
         self.plane_table = (
@@ -134,10 +154,8 @@ class _Scan:
         )
         self.done = start
         self.block = _FIRST_BLOCK
-        # Cut offsets (one past the last byte of a chunk) whose hash passes the loose mask, and
-        # those of them that also pass the strict one.
-        self.loose: list[int] = []
-        self.strict: set[int] = set()
+        self.cuts: list[int] = []
+        self.values: list[int] = []
 
     def ensure(self, end: int) -> None:
         """Make sure every candidate cut offset below ``end`` is known."""
@@ -149,7 +167,7 @@ class _Scan:
             self.block *= 2
 
     def _scan(self, lo: int, hi: int) -> None:
-        # Cut offset e is decided by the hash at position e - 1.
+        # Cut offset e is decided by the hash at position e - 1; this block covers e in [lo, hi).
         plo, phi = max(lo - 1, 0), hi - 1
         if phi <= plo:
             return
@@ -171,36 +189,36 @@ class _Scan:
         plane = lanes[4 * first + 2 : 4 * count : 4]
         if self.plane_table is not None:
             plane = plane.translate(self.plane_table)
-        loose, strict = self.mask_loose, self.mask_strict
+        mask, cuts, values = self.mask, self.cuts, self.values
         find = plane.find
         j = find(0)
         while j >= 0:
             at = 4 * (first + j)
             value = int.from_bytes(lanes[at : at + 4], "little")
-            if value & loose == 0:
-                cut = plo + j + 1
-                self.loose.append(cut)
-                if value & strict == 0:
-                    self.strict.add(cut)
+            if value & mask == 0:
+                cuts.append(plo + j + 1)
+                values.append(value)
             j = find(0, j + 1)
 
-    def cut_from(self, start: int, params: Params) -> int:
-        """The end of the chunk that starts at ``start``."""
+    def decide(self, start: int, params: Params) -> int:
+        """The end of the chunk that starts at ``start``, cut with ``params``."""
         size = len(self.data)
         if size - start <= params.min_size:
             return size
         limit = min(start + params.max_size, size)
         self.ensure(limit + 1)
-        loose = self.loose
-        i = bisect_left(loose, start + params.min_size)
+        cuts, values = self.cuts, self.values
+        i, count = bisect_left(cuts, start + params.min_size), len(cuts)
         normal = min(start + params.avg_size, limit)
-        while i < len(loose) and loose[i] < normal:
-            if loose[i] in self.strict:
-                return loose[i]
+        strict, loose = params.mask_strict, params.mask_loose
+        while i < count and cuts[i] < normal:
+            if values[i] & strict == 0:
+                return cuts[i]
             i += 1
-        i = bisect_left(loose, normal, i)
-        if i < len(loose) and loose[i] < limit:
-            return loose[i]
+        while i < count and cuts[i] < limit:
+            if values[i] & loose == 0:
+                return cuts[i]
+            i += 1
         return limit
 
 
@@ -337,25 +355,32 @@ class Chunker:
             self._recent = recent
 
     def _plausible(self, data: bytes, cuts: Sequence[int]) -> bool:
-        params = params_for(len(data))
-        if not cuts or cuts[-1] != len(data):
+        """A cheap check that ``cuts`` could be this chunker's: sizes, and each cut's hash."""
+        size, body = len(data), params_for(len(data))
+        if not cuts or cuts[-1] != size:
             return False
         start = 0
-        low, high = self.tables
         for end in cuts[:-1]:
-            length = end - start
-            if not params.min_size <= length <= params.max_size:
+            # The tail lies in the last body.max_size bytes; a cut before it is a body cut.
+            modes = (body,) if end <= size - body.max_size else (body, tail_params(body))
+            if not any(self._cut_fits(data, start, end, p) for p in modes):
                 return False
-            if length < params.max_size:
-                total = 0
-                for i in range(WINDOW):
-                    byte = data[end - 1 - i]
-                    total += (low[byte] | high[byte] << 8) << i
-                mask = params.mask_strict if length < params.avg_size else params.mask_loose
-                if total & mask:
-                    return False
             start = end
-        return len(data) - start <= params.max_size
+        return size - start <= body.max_size
+
+    def _cut_fits(self, data: bytes, start: int, end: int, params: Params) -> bool:
+        length = end - start
+        if not params.min_size <= length <= params.max_size:
+            return False
+        if length == params.max_size:
+            return True
+        low, high = self.tables
+        total = 0
+        for i in range(WINDOW):
+            byte = data[end - 1 - i]
+            total += (low[byte] | high[byte] << 8) << i
+        mask = params.mask_strict if length < params.avg_size else params.mask_loose
+        return total & mask == 0
 
     def _best_hint(self, data: bytes, params: Params) -> tuple[_Known, int, int]:
         best, best_prefix, best_suffix = _Known(b"", (), ()), 0, 0
@@ -373,40 +398,57 @@ class Chunker:
         return best, best_prefix, best_suffix
 
     def _cuts(
-        self, data: bytes, params: Params, old: _Known, prefix: int, suffix: int
+        self, data: bytes, body: Params, old: _Known, prefix: int, suffix: int
     ) -> tuple[list[int], list[str | None]]:
+        """Cut ``data``: body chunks while the body cut would not reach the end, then the rest
+        (the tail) with :func:`tail_params`. ``old`` (equal to ``data`` for its first ``prefix`` and
+        last ``suffix`` bytes) lends the cuts that the same bytes decide in both."""
+        size, old_size = len(data), len(old.data)
+        tail_cut = tail_params(body)
+        single = body == tail_cut
+        # The tail starts within the last body.max_size bytes, so a cut at or before that
+        # point ends a body chunk in either version (with one level, any cut but the last).
+        settled = old_size - (0 if single else body.max_size)
         cuts: list[int] = []
         tags: list[str | None] = []
         start = 0
-        # A cut that ends a chunk before the edit was decided by bytes before the edit alone,
-        # unless it was the end of the old file (a final cut depends on the length).
         for index, end in enumerate(old.cuts):
-            if end > prefix or end == len(old.data):
+            # A body cut is decided by the bytes before it: reusable if they did not change.
+            if end > prefix or end >= size or end >= settled:
                 break
             cuts.append(end)
             tags.append(old.tags[index])
             start = end
-        size = len(data)
-        shift = size - len(old.data)
-        tail = len(old.data) - suffix
-        scan = _Scan(data, start, self.tables, params)
+        shift = size - old_size
+        tail_from = old_size - suffix
+        scan = _Scan(data, start, self.tables, tail_cut.mask_loose)
+        tail = single
         while start < size:
-            end = scan.cut_from(start, params)
+            end = scan.decide(start, tail_cut if tail else body)
+            if end == size and not tail:
+                tail = True  # the body chunk would be the last: cut the rest as the tail
+                continue
             cuts.append(end)
             # A chunk cut afresh may still equal an old one (bytes unchanged, same cuts).
             if end <= prefix:
                 tags.append(_old_tag(old, start, end))
-            elif start - shift >= tail:
+            elif start - shift >= tail_from:
                 tags.append(_old_tag(old, start - shift, end - shift))
             else:
                 tags.append(None)
             start = end
-            # From a start inside the unchanged tail that was also a start before, every later
-            # decision reads the same bytes as before: the old cuts follow, shifted.
-            if suffix and start >= size - suffix and start < size:
-                index = bisect_left(old.cuts, start - shift)
-                if start == shift or (index < len(old.cuts) and old.cuts[index] == start - shift):
-                    first = 0 if start == shift else index + 1
+            # From a start inside the unchanged end that was also a start before, and a body
+            # start in both (or any start with one level), every later decision reads the
+            # same bytes as before: the old cuts follow, shifted.
+            was = start - shift
+            if (
+                suffix
+                and size - suffix <= start < size
+                and (single or (was < settled and not tail))
+            ):
+                index = bisect_left(old.cuts, was)
+                if was == 0 or (index < len(old.cuts) and old.cuts[index] == was):
+                    first = 0 if was == 0 else index + 1
                     cuts.extend(c + shift for c in old.cuts[first:])
                     tags.extend(old.tags[first:])
                     break
@@ -422,12 +464,7 @@ def _old_tag(old: _Known, begin: int, end: int) -> str | None:
     return None
 
 
-@lru_cache(maxsize=16)
-def chunker(seed: bytes) -> Chunker:
-    """The shared :class:`Chunker` for ``seed``."""
-    return Chunker(seed)
-
-
 def split(data: bytes, seed: bytes) -> list[bytes]:
     """Cut ``data`` into chunks (``seed`` keys the boundaries); an empty file has none."""
-    return chunker(seed).split(data)
+    # A fresh chunker: nothing derived from the key or the content outlives the call.
+    return Chunker(seed).split(data)

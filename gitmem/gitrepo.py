@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import shutil
 import struct
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,7 @@ class GitRepo:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._objects = str(self.path / "objects")
         self._local = threading.local()
 
     # -- opening --------------------------------------------------------------------------
@@ -114,17 +117,23 @@ class GitRepo:
 
     def read_blob(self, oid: str) -> bytes:
         """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt or not a blob."""
-        # One read of the object database (hash-verified like every read): a pygit2 Blob loads
-        # lazily and reads the object twice, which doubles the cost of every chunk read.
+        # A loose blob is read, inflated and hash-checked here in one pass: going through
+        # libgit2 would need a second read to guard against its truncated-object hang.
+        loose = _read_loose(self._objects, oid)
+        if loose is not None:
+            kind, data = loose
+            if kind != b"blob":
+                raise IntegrityError(f"object {oid} should be a blob")
+            return data
         try:
-            kind, data = self._git.odb.read(oid)
+            otype, packed = self._git.odb.read(oid)
         except KeyError:
             raise IntegrityError(f"object {oid} is missing from the repository") from None
         except (ValueError, pygit2.GitError) as exc:
             raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
-        if kind != ObjectType.BLOB:
+        if otype != ObjectType.BLOB:
             raise IntegrityError(f"object {oid} should be a blob")
-        return bytes(data)
+        return bytes(packed)
 
     def has(self, oid: str) -> bool:
         """True when object ``oid`` is in the object database."""
@@ -179,6 +188,7 @@ class GitRepo:
         )
 
     def _object(self, oid: str) -> pygit2.Object:
+        _refuse_truncated_loose(self.path, oid)
         try:
             return self._git[oid]
         except KeyError:
@@ -441,15 +451,68 @@ class GcReport:
 
 def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> None:
     # pygit2's PackBuilder.add passes no name; the name lets libgit2 put versions of the same
-    # file side by side when it searches for deltas (file trees of one path delta well).
-    from pygit2.ffi import C, ffi
+    # file side by side when it searches for deltas (file trees of one path delta well). The
+    # named insert reaches into pygit2's cffi layer, so any surprise there falls back to add().
+    try:
+        from pygit2.ffi import C, ffi
 
-    git_oid = ffi.new("git_oid *")
-    ffi.buffer(git_oid)[:] = bytes.fromhex(oid)
-    name = ffi.new("char[]", hint.encode()) if hint else ffi.NULL
-    err = C.git_packbuilder_insert(builder._packbuilder, git_oid, name)
-    if err < 0:
-        raise IntegrityError(f"object {oid} could not be packed")
+        git_oid = ffi.new("git_oid *")
+        ffi.buffer(git_oid)[:] = bytes.fromhex(oid)
+        name = ffi.new("char[]", hint.encode()) if hint else ffi.NULL
+        failed = C.git_packbuilder_insert(builder._packbuilder, git_oid, name) < 0
+    except (ImportError, AttributeError, TypeError):
+        try:
+            builder.add(pygit2.Oid(hex=oid))
+            failed = False
+        except (KeyError, pygit2.GitError):
+            failed = True
+    if failed:
+        raise IntegrityError(f"object {oid} is missing or unreadable; nothing was pruned")
+
+
+def _refuse_truncated_loose(repo: Path, oid: str) -> None:
+    """Raise :class:`IntegrityError` if ``oid`` is a loose object whose zlib stream is cut short.
+
+    libgit2 up to 1.9 loops forever inflating a truncated loose object (libgit2 issue #7342,
+    fixed by PR #7346 after 1.9.x): anyone who can write the repository could hang every reader.
+    """
+    try:
+        data = (repo / "objects" / oid[:2] / oid[2:]).read_bytes()
+    except (OSError, ValueError):
+        return  # packed, missing or not an id: libgit2 reports those without hanging
+    inflater = zlib.decompressobj()
+    try:
+        inflater.decompress(data)
+    except zlib.error:
+        return  # corrupt rather than cut short: libgit2 reports it
+    if not inflater.eof:
+        raise IntegrityError(f"object {oid} is corrupt: its loose file is truncated")
+
+
+def _read_loose(objects: str, oid: str) -> tuple[bytes, bytes] | None:
+    """``(type, payload)`` of loose object ``oid``, hash-verified; None when it is not loose."""
+    try:
+        # Plain string paths: pathlib costs more than the read itself on a hot path.
+        with open(f"{objects}/{oid[:2]}/{oid[2:]}", "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"object {oid} cannot be read: {type(exc).__name__}") from None
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data)
+    except zlib.error:
+        raise IntegrityError(f"object {oid} is corrupt: it does not inflate") from None
+    if not inflater.eof:
+        raise IntegrityError(f"object {oid} is corrupt: its loose file is truncated")
+    header, sep, payload = raw.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    if not sep or not size.isdigit() or int(size) != len(payload):
+        raise IntegrityError(f"object {oid} is corrupt: its header is malformed")
+    if hashlib.sha1(raw).hexdigest() != oid:
+        raise IntegrityError(f"object {oid} is corrupt: its content does not match its id")
+    return kind, payload
 
 
 def _pack_index_oids(idx: Path) -> set[str]:

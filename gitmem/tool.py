@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import reprlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -53,7 +54,13 @@ def check_input(data: object) -> None:
     command = data.get("command")
     if not isinstance(command, str) or command not in _FIELDS:
         known = ", ".join(_FIELDS)
-        raise ToolError(f"Error: Unknown command {printable(repr(command))}; use one of: {known}")
+        # reprlib bounds the echo: a huge or deeply nested value must not come back whole (or
+        # blow the recursion limit in repr).
+        try:
+            shown = printable(reprlib.repr(command))
+        except ValueError:  # an int with more digits than Python turns into text
+            shown = f"(a {type(command).__name__} too long to show)"
+        raise ToolError(f"Error: Unknown command {shown}; use one of: {known}")
     for name, kind in _FIELDS[command].items():
         if name not in data:
             raise ToolError(f"Error: the {command} command needs the `{name}` parameter")
@@ -62,6 +69,13 @@ def check_input(data: object) -> None:
             raise ToolError(
                 f"Error: the `{name}` parameter of {command} must be "
                 f"{'an integer' if kind is int else 'a string'}"
+            )
+        # JSON can carry a lone surrogate (\ud800), which no file can hold; paths say so in
+        # their own words (gitmem.paths).
+        if isinstance(value, str) and not name.endswith("path") and not _encodable(value):
+            raise ToolError(
+                f"Error: the `{name}` parameter of {command} is not valid Unicode text "
+                "(it contains a lone surrogate)"
             )
     # An empty view_range means the whole file, as the reference treats it.
     if command == "view" and data.get("view_range") not in (None, []):
@@ -72,6 +86,14 @@ def check_input(data: object) -> None:
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
         ):
             raise ToolError("Error: `view_range` must be a list of two integers [start, end]")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class MemoryCommands:

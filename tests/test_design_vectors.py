@@ -417,17 +417,22 @@ def test_names_headers_and_chunks(made: Made) -> None:
     moved = reader.read_dir(notes["moved"][1], "/memories/notes/moved")
     assert list(moved) == ["x.txt"]
 
-    # A compressed chunk (method 1, zlib) and its header.
+    # Compressed chunks (method 1, zlib), as many as the header says, and the header.
     progress_tree = tree_of(reader.repo, notes["progress.md"][1])
-    assert sorted(str(e.name) for e in progress_tree) == ["c00000000", "h"]
+    chunk_names = sorted(str(e.name) for e in progress_tree if e.name != "h")
+    assert chunk_names == [f"c{i:08x}" for i in range(len(chunk_names))]
+    assert len(progress_tree) == len(chunk_names) + 1
     header_oid = next(e.id for e in progress_tree if e.name == "h")
     size = len(FILES_AFTER["/memories/notes/progress.md"].encode())
-    assert reader.open_blob(header_oid, b"header") == f'{{"size":{size},"chunks":1}}'.encode()
+    header = f'{{"size":{size},"chunks":{len(chunk_names)}}}'.encode()
+    assert reader.open_blob(header_oid, b"header") == header
     with pytest.raises(ValueError):
         reader.open_blob(header_oid, b"chunk")
-    chunk = reader.open_blob(next(e.id for e in progress_tree if e.name == "c00000000"), b"chunk")
-    assert chunk[:1] == b"\x01"
-    assert zlib.decompress(chunk[1:]).decode() == FILES_AFTER["/memories/notes/progress.md"]
+    by_name = {str(e.name): e.id for e in progress_tree}
+    chunks = [reader.open_blob(by_name[name], b"chunk") for name in chunk_names]
+    assert all(chunk[:1] == b"\x01" for chunk in chunks)
+    text = b"".join(zlib.decompress(chunk[1:]) for chunk in chunks).decode()
+    assert text == FILES_AFTER["/memories/notes/progress.md"]
 
     # A raw chunk (method 0): compression would not have made it shorter.
     x_tree = tree_of(reader.repo, moved["x.txt"][1])

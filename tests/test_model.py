@@ -12,7 +12,7 @@ pass at the end of every run.
 
 Run the long variant with ``pytest -m slow -s tests/test_model.py``; ``GITMEM_MODEL_EXAMPLES``
 and ``GITMEM_MODEL_STEPS`` override its size, and ``GITMEM_EVIDENCE_DIR`` makes each run write
-its counts to ``model.json`` there.
+its counts to ``model-default.json`` or ``model-long.json`` there.
 """
 
 from __future__ import annotations
@@ -192,10 +192,10 @@ class Model:
             if i >= end:
                 disjoint, end = disjoint + 1, i + max(len(old), 1)
         if disjoint > 1:
-            lines = ", ".join(str(content[:i].count("\n") + 1) for i in starts)
+            numbers = ", ".join(str(content[:i].count("\n") + 1) for i in starts)
             raise Refused(
                 f"No replacement was performed. Multiple occurrences of old_str `{old}` in "
-                f"lines: {lines}. Please ensure it is unique"
+                f"lines: {numbers}. Please ensure it is unique"
             )
         at = starts[0]
         after = content[:at] + new + content[at + len(old) :]
@@ -387,22 +387,23 @@ class MemoryMachine(RuleBasedStateMachine):
 
     def pick(self, data: st.DataObject, kinds: str, label: str) -> tuple[str, ...]:
         """A path: mostly an existing one of ``kinds`` ('f', 'd'), else any from the pool."""
-        existing = sorted(
-            [p for p in self.model.files if "f" in kinds]
-            + [d for d in self.model.dirs if "d" in kinds]
-        )
+        existing = sorted(self.model.files) if "f" in kinds else []
+        if "d" in kinds:
+            existing += [*sorted(self.model.dirs), ()]
         # Hypothesis favours 0, so 0 is the common case here and in the choices below.
         if existing and data.draw(st.integers(0, 7), f"{label}: any?") < 7:
             return data.draw(st.sampled_from(existing), label)
         return data.draw(paths, label)
 
     def fresh(self, data: st.DataObject, label: str) -> tuple[str, ...]:
-        """A path: mostly a new name in an existing directory, else any from the pool."""
+        """A path: mostly one or two new names below an existing directory, else any."""
         parents = [(), *sorted(self.model.dirs)]
         if data.draw(st.integers(0, 7), f"{label}: any?") < 7:
             parent = data.draw(st.sampled_from(parents), f"{label}: parent")
-            if len(parent) < DEPTH:
-                return (*parent, data.draw(st.sampled_from(NAMES), label))
+            room = min(2, DEPTH - len(parent))
+            if room > 0:
+                more = data.draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=room), label)
+                return (*parent, *more)
         return data.draw(paths, label)
 
     @rule(data=st.data(), spelling=st.sampled_from(["", "/"]), view_range=ranges)
@@ -486,7 +487,7 @@ def fast_git() -> Iterator[None]:
         pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
 
 
-def run_model(max_examples: int, steps: int) -> Counts:
+def run_model(label: str, max_examples: int, steps: int) -> Counts:
     before = Counts(COUNTS.runs, COUNTS.steps, COUNTS.mismatches, Counter(COUNTS.by_rule))
     try:
         run_state_machine_as_test(
@@ -509,12 +510,13 @@ def run_model(max_examples: int, steps: int) -> Counts:
         target = os.environ.get("GITMEM_EVIDENCE_DIR")
         if target:
             Path(target).mkdir(parents=True, exist_ok=True)
-            (Path(target) / "model.json").write_text(json.dumps(done.to_json(), indent=1) + "\n")
+            report = Path(target) / f"model-{label}.json"
+            report.write_text(json.dumps(done.to_json(), indent=1) + "\n")
     return done
 
 
 def test_model(fast_git: None) -> None:
-    done = run_model(max_examples=40, steps=30)
+    done = run_model("default", max_examples=40, steps=30)
     assert done.mismatches == 0
     assert done.steps >= 40 * 10
 
@@ -523,7 +525,7 @@ def test_model(fast_git: None) -> None:
 def test_model_long(fast_git: None) -> None:
     examples = int(os.environ.get("GITMEM_MODEL_EXAMPLES", "400"))
     steps = int(os.environ.get("GITMEM_MODEL_STEPS", "60"))
-    done = run_model(max_examples=examples, steps=steps)
+    done = run_model("long", max_examples=examples, steps=steps)
     assert done.mismatches == 0
 
 

@@ -1,0 +1,237 @@
+"""`gitmem gc`: one pack, nothing reachable lost, old garbage pruned, young garbage kept, the
+writer lock held throughout, and readers undisturbed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import gitmem
+from gitmem import parse_path
+from gitmem.cli import main
+from gitmem.gitrepo import _pack_index_oids
+from gitmem.store import MemoryStore
+
+DAY = 86400.0
+
+
+def loose_objects(repo: Path) -> set[str]:
+    root = repo / "objects"
+    return {d.name + f.name for d in root.iterdir() if len(d.name) == 2 for f in d.iterdir()}
+
+
+def packs(repo: Path) -> list[Path]:
+    return sorted((repo / "objects" / "pack").glob("pack-*.idx"))
+
+
+def age(repo: Path, oid: str, seconds: float) -> None:
+    path = repo / "objects" / oid[:2] / oid[2:]
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def filled(repo_path: Path, key: str, files: int = 6) -> MemoryStore:
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(files):
+        lines = "".join(f"file {i} line {n}\n" for n in range(300 * i + 1))
+        store.create(parse_path(f"/memories/d{i % 2}/f{i}.md"), lines)
+    store.str_replace(parse_path("/memories/d1/f1.md"), "file 1 line 7\n", "seven\n")
+    return store
+
+
+def test_gc_packs_everything_reachable_and_verify_passes(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    before = store.files()
+    log = [op.commit for op in store.log()]
+    reachable = set(store.repo.reachable())
+    report = store.gc(grace=0)
+    assert loose_objects(repo_path) == set()
+    (idx,) = packs(repo_path)
+    assert _pack_index_oids(idx) == reachable
+    assert report.packed == len(reachable) and report.pruned == 0 and report.kept == 0
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.files() == before
+    assert [op.commit for op in fresh.log()] == log
+    assert fresh.verify().ok
+    subprocess.run(["git", "--git-dir", str(repo_path), "fsck", "--strict"], check=True)
+
+
+def test_gc_prunes_old_garbage_and_keeps_young_garbage(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    old = store.repo.write_blob(b"left behind by a writer that died, long ago")
+    young = store.repo.write_blob(b"left behind a minute ago")
+    age(repo_path, old, 15 * DAY)
+    age(repo_path, young, 60)
+    report = store.gc()  # the default grace: two weeks
+    assert (report.pruned, report.kept) == (1, 1)
+    assert not store.repo.has(old)
+    assert store.repo.has(young) and young in loose_objects(repo_path)
+    assert store.gc(grace=30).pruned == 1
+    assert not store.repo.has(young)
+    assert store.verify().ok
+
+
+def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    store.gc(grace=0)
+    first = packs(repo_path)
+    report = store.gc(grace=0)
+    assert packs(repo_path) == first and report.removed_packs == 0
+    store.create(parse_path("/memories/new.md"), "after the first gc\n")
+    report = store.gc(grace=0)
+    assert len(packs(repo_path)) == 1 and packs(repo_path) != first
+    assert report.removed_packs == 1
+    assert loose_objects(repo_path) == set()
+    assert MemoryStore.open(repo_path, key).read_text(parse_path("/memories/new.md")) == (
+        "after the first gc\n"
+    )
+
+
+def test_an_old_pack_with_young_garbage_is_kept(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    store.gc(grace=0)
+    (first,) = packs(repo_path)
+    # History rewritten by hand: the last commit becomes unreachable, but only just.
+    head = store.head()
+    assert head is not None
+    parent = store.repo.read_commit(head).parents[0]
+    subprocess.run(
+        ["git", "--git-dir", str(repo_path), "update-ref", "refs/heads/main", parent], check=True
+    )
+    report = store.gc(grace=DAY)
+    assert first in packs(repo_path) and len(packs(repo_path)) == 2
+    assert report.kept > 0 and store.repo.has(head)
+    then = time.time() - 2 * DAY
+    os.utime(first.with_suffix(".pack"), (then, then))
+    report = store.gc(grace=DAY)
+    assert first not in packs(repo_path) and len(packs(repo_path)) == 1
+    assert report.pruned > 0 and not store.repo.has(head)
+
+
+def test_gc_of_an_empty_store(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    report = store.gc(grace=0)
+    assert report.packed == 1  # the metadata blob
+    assert MemoryStore.open(repo_path, key).files() == {}
+
+
+def test_gc_refuses_a_repository_missing_a_reachable_object(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    victim = next(iter(loose_objects(repo_path) & set(store.repo.reachable())))
+    garbage = store.repo.write_blob(b"old garbage")
+    age(repo_path, garbage, 30 * DAY)
+    path = repo_path / "objects" / victim[:2] / victim[2:]
+    os.chmod(path, 0o600)
+    path.unlink()
+    with pytest.raises(gitmem.IntegrityError, match=f"object {victim} is missing"):
+        MemoryStore.open(repo_path, key).gc(grace=0)
+    assert store.repo.has(garbage)  # nothing was pruned
+
+
+def test_gc_holds_the_writer_lock(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key)
+    waiting = MemoryStore.open(repo_path, key, lock_timeout=0.2)
+    with store.repo.write_lock(5.0), pytest.raises(gitmem.LockTimeout):
+        waiting.gc(grace=0)
+    # And a writer waits for a gc: the lock is taken before anything is read or written.
+    entered = threading.Event()
+    release = threading.Event()
+    original = store.repo.gc
+
+    def slow_gc(grace: float, now: float | None = None) -> object:
+        entered.set()
+        release.wait(5)
+        return original(grace, now)
+
+    store.repo.gc = slow_gc  # type: ignore[method-assign]
+    worker = threading.Thread(target=store.gc, kwargs={"grace": 0})
+    worker.start()
+    assert entered.wait(5)
+    with pytest.raises(gitmem.LockTimeout):
+        waiting.create(parse_path("/memories/during.md"), "x")
+    release.set()
+    worker.join(10)
+    waiting.create(parse_path("/memories/after.md"), "x")
+    assert waiting.verify().ok
+
+
+READER = """
+import sys, time
+from gitmem.store import MemoryStore
+store = MemoryStore.open(sys.argv[1], sys.argv[2])
+expected = store.files()
+deadline = time.time() + float(sys.argv[3])
+reads = 0
+while time.time() < deadline:
+    store = MemoryStore.open(sys.argv[1], sys.argv[2])
+    assert store.files() == expected
+    reads += 1
+print(reads)
+"""
+
+
+def test_readers_keep_working_while_gc_runs(repo_path: Path, key: str) -> None:
+    store = filled(repo_path, key, files=10)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(repo_path), key, "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GITMEM_STATE_DIR": str(repo_path.parent / "reader-state")},
+    )
+    errors: list[BaseException] = []
+
+    def thread_reader() -> None:
+        try:
+            other = MemoryStore.open(repo_path, key)
+            expected = other.files()
+            for _ in range(25):
+                other.codec._dirs.clear()
+                assert other.files() == expected
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=thread_reader) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for i in range(4):
+        store.repo.write_blob(f"garbage {i}".encode())
+        store.gc(grace=0)
+    for thread in threads:
+        thread.join(30)
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert int(out) > 0
+    assert errors == []
+    assert store.verify().ok
+
+
+def test_the_gc_command(repo_path: Path, key: str) -> None:
+    filled(repo_path, key)
+    runner = CliRunner()
+    env = {"GITMEM_KEY": key}
+    result = runner.invoke(main, ["--repo", str(repo_path), "gc", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted(report) == [
+        "bytes_after",
+        "bytes_before",
+        "kept",
+        "packed",
+        "pruned",
+        "removed_packs",
+    ]
+    assert report["packed"] > 10 and report["pruned"] == 0
+    result = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "0s"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"Packed {report['packed']} object(s); pruned 0 unreferenced")
+    bad = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "soon"], env=env)
+    assert bad.exit_code == 2
