@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import pygit2
 import pytest
 
 import gitmem
@@ -54,3 +55,20 @@ def tool(repo_path: Path, key: str) -> Iterator[gitmem.GitMemoryTool]:
 def store(tool: gitmem.GitMemoryTool) -> gitmem.MemoryStore:
     """The MemoryStore behind ``tool``."""
     return tool.store
+
+
+@pytest.fixture
+def fast_git() -> Iterator[None]:
+    """No fsync in libgit2, the high-water mark or the SDK's reference backend.
+
+    For tests about semantics rather than durability: with fsync each write costs several disk
+    flushes and the long generated runs would not fit the default budget.
+    """
+    real_fsync = os.fsync
+    os.fsync = lambda fd: None
+    pygit2.settings.enable_fsync_gitdir(False)
+    try:
+        yield
+    finally:
+        os.fsync = real_fsync
+        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)

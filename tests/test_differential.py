@@ -21,12 +21,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
@@ -420,23 +418,6 @@ def run_sequence(data: st.DataObject, counts: Counts) -> None:
         except AssertionError:
             counts.mismatches += 1
             raise
-
-
-@pytest.fixture
-def fast_git() -> Iterator[None]:
-    """Skip fsync in libgit2 and the reference: this test is about semantics, not durability.
-
-    Without this, each write costs several fsyncs and the default run would not fit its budget.
-    """
-    real_fsync = os.fsync
-    os.fsync = lambda fd: None
-    pygit2.settings.enable_fsync_gitdir(False)
-    try:
-        yield
-    finally:
-        os.fsync = real_fsync
-        # gitmem's own default (gitmem/gitrepo.py), which this fixture suspended.
-        pygit2.settings.enable_fsync_gitdir(True)
 
 
 def report(counts: Counts) -> None:

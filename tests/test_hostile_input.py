@@ -20,12 +20,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 from hypothesis import HealthCheck, given, settings
@@ -345,19 +343,6 @@ class Harness:
                 assert got == expected, f"{str(got)[:300]!r}"
         except AssertionError as exc:
             self.counts.failures.append(f"{label}: {exc}")
-
-
-@pytest.fixture
-def fast_git() -> Iterator[None]:
-    """No fsync: these tests are about refusals, not durability (and must stay quick)."""
-    real_fsync = os.fsync
-    os.fsync = lambda fd: None
-    pygit2.settings.enable_fsync_gitdir(False)
-    try:
-        yield
-    finally:
-        os.fsync = real_fsync
-        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
 
 
 @pytest.fixture

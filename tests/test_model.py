@@ -22,12 +22,10 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 from hypothesis import HealthCheck, settings
@@ -469,22 +467,6 @@ class MemoryMachine(RuleBasedStateMachine):
 
 
 # -- running it ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fast_git() -> Iterator[None]:
-    """No fsync in libgit2 or the high-water mark: this test is about semantics, not durability.
-
-    With fsync each write costs several disk flushes and the default run would not fit its budget.
-    """
-    real_fsync = os.fsync
-    os.fsync = lambda fd: None
-    pygit2.settings.enable_fsync_gitdir(False)
-    try:
-        yield
-    finally:
-        os.fsync = real_fsync
-        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
 
 
 def run_model(label: str, max_examples: int, steps: int) -> Counts:
