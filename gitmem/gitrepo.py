@@ -212,10 +212,6 @@ class GitRepo:
             raise KeyError(prefix) from None
         return str(obj.id)
 
-    def is_descendant(self, commit: str, ancestor: str) -> bool:
-        """True when ``ancestor`` is reachable from ``commit`` (and differs from it)."""
-        return bool(self._git.descendant_of(pygit2.Oid(hex=commit), pygit2.Oid(hex=ancestor)))
-
     def all_object_ids(self) -> Iterator[str]:
         """Every object id in the object database, reachable or not."""
         for oid in self._git.odb:
@@ -415,7 +411,10 @@ class GitRepo:
         tmp = Path(tempfile.mkdtemp(prefix=_GC_TMP_PREFIX, dir=self.path))
         try:
             builder = pygit2.PackBuilder(self._git)
-            builder.set_threads(0)
+            # One thread: the same objects then give the same pack (and name), so a second gc
+            # with nothing new rewrites nothing. Encrypted blobs do not delta, so threads buy
+            # nothing here.
+            builder.set_threads(1)
             for oid, hint in objects.items():
                 _packbuilder_insert(builder, oid, hint)
             builder.write(path=str(tmp))

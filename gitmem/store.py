@@ -320,10 +320,7 @@ class MemoryStore:
             return
         behind = op.seq <= mark.seq
         if not behind:
-            try:
-                behind = not self.repo.is_descendant(op.commit, mark.commit)
-            except Exception:  # the seen commit is gone: the history was replaced
-                behind = True
+            behind = not self._descends_from(op, mark)
         if behind:
             raise RollbackDetected(
                 f"the store's branch is at operation #{op.seq} ({op.commit[:12]}), which does "
@@ -332,6 +329,25 @@ class MemoryStore:
                 "intended, run `gitmem accept-head`"
             )
         self.high_water.advance(Mark(op.commit, op.seq))
+
+    def _descends_from(self, op: Operation, mark: Mark) -> bool:
+        """True when ``mark``'s commit is an ancestor of ``op``.
+
+        The search reads only commits whose sequence number is above the mark's (a commit's
+        number exceeds all its ancestors'), each through :meth:`_operation`: every commit on
+        the way is authenticated, and a damaged one is an IntegrityError, never a hang inside
+        libgit2's own graph walk.
+        """
+        stack, seen = [op], set()
+        while stack:
+            current = stack.pop()
+            if current.commit == mark.commit:
+                return True
+            if current.seq <= mark.seq or current.commit in seen:
+                continue
+            seen.add(current.commit)
+            stack.extend(self._operation(parent) for parent in current.parents)
+        return False
 
     def accept_head(self) -> Operation | None:
         """Trust the branch as it is now (after a deliberate rollback); returns the head."""
@@ -412,8 +428,18 @@ class MemoryStore:
             raise UsageError(f"unknown revision {rev!r}") from None
         except ValueError:
             raise UsageError(f"ambiguous revision {rev!r}: give more digits") from None
-        if commit != head and not self.repo.is_descendant(head, commit):
-            raise UsageError(f"unknown revision {rev!r}: not in the memory's history")
+        if commit != head:
+            try:
+                target = self._operation(commit)
+            except IntegrityError:
+                # Not an authentic commit of this store (a tree, a blob, garbage): not history.
+                raise UsageError(f"unknown revision {rev!r}: not in the memory's history") from None
+            head_op = self.head_operation()
+            if head_op is None or not (
+                target.seq < head_op.seq
+                and self._descends_from(head_op, Mark(target.commit, target.seq))
+            ):
+                raise UsageError(f"unknown revision {rev!r}: not in the memory's history")
         return commit
 
     def log(self, rev: str | None = None) -> Iterator[Operation]:

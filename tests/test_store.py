@@ -126,3 +126,42 @@ def test_an_empty_view_range_shows_the_whole_file(tool: gitmem.GitMemoryTool) ->
     assert tool.call({"command": "view", "path": "/memories/a.md", "view_range": []}) == (
         "Here's the content of /memories/a.md with line numbers:\n     1\tx\n     2\ty"
     )
+
+
+def test_a_truncated_commit_between_mark_and_head_fails_closed(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    """libgit2 <= 1.9 hangs on a truncated loose object; the rollback check must not reach it."""
+    import threading
+
+    from gitmem.highwater import HighWater, Mark
+
+    state = tmp_path / "state"
+    store = gitmem.MemoryStore.open(repo_path, key, create=True, state_dir=state)
+    p = parse_path("/memories/a.md")
+    store.create(p, "1\n")
+    first = store.head()
+    store.insert(p, 1, "2")
+    middle = store.head()
+    store.insert(p, 2, "3")
+    assert first is not None and middle is not None
+    HighWater(store.store_id, state).reset(Mark(first, 1))
+    loose = repo_path / "objects" / middle[:2] / middle[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(loose.read_bytes()[:-8])
+
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            gitmem.MemoryStore.open(repo_path, key, state_dir=state).read_text(p)
+            outcome.append(None)
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert outcome, "the read hung"
+    assert isinstance(outcome[0], gitmem.IntegrityError)
+    assert middle in str(outcome[0])
