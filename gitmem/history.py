@@ -25,7 +25,7 @@ from .format import KIND_DIR, KIND_FILE
 from .paths import MEMORIES_ROOT, MemoryPath
 from .secrets import SecretRefused
 from .store import MemoryStore, Operation, changed_files
-from .tree import Node, Snapshot, TreeEditor, decode_text
+from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
 
 # Called with (done, total) as a long operation advances.
 Progress = Callable[[int, int], None]
@@ -201,32 +201,6 @@ class FileChange:
         return body
 
 
-def _file_nodes(
-    before: Snapshot,
-    after: Snapshot,
-    path: MemoryPath,
-    a: Node | None,
-    b: Node | None,
-    wanted: Sequence[MemoryPath],
-    out: list[tuple[MemoryPath, Node | None, Node | None]],
-) -> None:
-    if wanted and not any(_related(path, w) for w in wanted):
-        return
-    if a is not None and b is not None and a == b:
-        return
-    a_dir = a is not None and a.kind == KIND_DIR
-    b_dir = b is not None and b.kind == KIND_DIR
-    a_file = a if a is not None and not a_dir else None
-    b_file = b if b is not None and not b_dir else None
-    if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
-        out.append((path, a_file, b_file))
-    a_children = before.children(path, a) if a is not None and a_dir else {}
-    b_children = after.children(path, b) if b is not None and b_dir else {}
-    for name in sorted(set(a_children) | set(b_children)):
-        child = path.child(name)
-        _file_nodes(before, after, child, a_children.get(name), b_children.get(name), wanted, out)
-
-
 def diff_trees(
     store: MemoryStore,
     old_tree: str | None,
@@ -239,9 +213,7 @@ def diff_trees(
     path and appeared unchanged at another is one ``renamed`` change.
     """
     before, after = Snapshot(store.codec, old_tree), Snapshot(store.codec, new_tree)
-    nodes: list[tuple[MemoryPath, Node | None, Node | None]] = []
-    root = MEMORIES_ROOT
-    _file_nodes(before, after, root, before.lookup(root), after.lookup(root), paths, nodes)
+    nodes = changed_file_nodes(before, after, paths)
     gone = {path: a for path, a, b in nodes if a is not None and b is None}
     came = {path: b for path, a, b in nodes if a is None and b is not None}
     renamed_from: dict[MemoryPath, MemoryPath] = {}

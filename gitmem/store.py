@@ -43,7 +43,14 @@ from .paths import MemoryPath
 from .revisions import resolve_named, split_revision
 from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy, screen
 from .textops import Replacement, insert_at, replace_unique
-from .tree import ListEntry, Node, Snapshot, TreeCodec, TreeEditor, decode_text
+from .tree import (
+    ListEntry,
+    Snapshot,
+    TreeCodec,
+    TreeEditor,
+    changed_file_nodes,
+    decode_text,
+)
 
 if TYPE_CHECKING:
     from .expiry import ExpiryResult
@@ -778,39 +785,7 @@ class MemoryStore:
 
 def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
     """Paths of the files that differ between two snapshots (added, removed or changed), sorted."""
-    changed: list[str] = []
-    _diff_dirs(
-        before,
-        after,
-        MemoryPath(()),
-        before.lookup(MemoryPath(())),
-        after.lookup(MemoryPath(())),
-        changed,
-    )
-    return sorted(changed)
-
-
-def _diff_dirs(
-    before: Snapshot,
-    after: Snapshot,
-    path: MemoryPath,
-    a: Node | None,
-    b: Node | None,
-    out: list[str],
-) -> None:
-    if a is not None and b is not None and a.kind == b.kind and a.oid == b.oid:
-        return
-    a_dir = a is not None and a.kind == KIND_DIR
-    b_dir = b is not None and b.kind == KIND_DIR
-    if a is not None and b is not None and not a_dir and not b_dir:
-        out.append(str(path))
-        return
-    if (a is not None and not a_dir) or (b is not None and not b_dir):
-        out.append(str(path))
-    a_children = before.children(path, a) if a is not None and a_dir else {}
-    b_children = after.children(path, b) if b is not None and b_dir else {}
-    for name in sorted(set(a_children) | set(b_children)):
-        _diff_dirs(before, after, path.child(name), a_children.get(name), b_children.get(name), out)
+    return sorted(str(path) for path, _, _ in changed_file_nodes(before, after))
 
 
 __all__ = ["MemoryStore", "NotAFile", "NotFound", "Operation", "PathExists", "VerifyReport"]

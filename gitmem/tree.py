@@ -9,7 +9,7 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -320,6 +320,46 @@ class Snapshot:
     def files(self) -> dict[MemoryPath, Node]:
         """Every file in the snapshot, by path."""
         return {p: n for p, n in self.walk() if n.kind == KIND_FILE}
+
+
+def changed_file_nodes(
+    before: Snapshot, after: Snapshot, wanted: Sequence[MemoryPath] = ()
+) -> list[tuple[MemoryPath, Node | None, Node | None]]:
+    """Files that differ between two snapshots, depth first: ``(path, old node, new node)``.
+
+    A side is None where the file does not exist. Subtrees with equal ids are skipped unread.
+    With ``wanted``, only files at or below one of those paths count.
+    """
+    out: list[tuple[MemoryPath, Node | None, Node | None]] = []
+    root = MEMORIES_ROOT
+    _file_nodes(before, after, root, before.lookup(root), after.lookup(root), wanted, out)
+    return out
+
+
+def _file_nodes(
+    before: Snapshot,
+    after: Snapshot,
+    path: MemoryPath,
+    a: Node | None,
+    b: Node | None,
+    wanted: Sequence[MemoryPath],
+    out: list[tuple[MemoryPath, Node | None, Node | None]],
+) -> None:
+    if wanted and not any(path.is_within(w) or w.is_within(path) for w in wanted):
+        return
+    if a is not None and b is not None and a == b:
+        return
+    a_dir = a is not None and a.kind == KIND_DIR
+    b_dir = b is not None and b.kind == KIND_DIR
+    a_file = a if a is not None and not a_dir else None
+    b_file = b if b is not None and not b_dir else None
+    if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
+        out.append((path, a_file, b_file))
+    a_children = before.children(path, a) if a is not None and a_dir else {}
+    b_children = after.children(path, b) if b is not None and b_dir else {}
+    for name in sorted(set(a_children) | set(b_children)):
+        child = path.child(name)
+        _file_nodes(before, after, child, a_children.get(name), b_children.get(name), wanted, out)
 
 
 @dataclass
