@@ -34,7 +34,21 @@ from gitmem import chunking
 from gitmem.paths import parse
 from gitmem.store import MemoryStore
 
-_SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "su", "pe", "an", "ti", "or", "en", "is")
+_SYLLABLES: tuple[str, ...] = (
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ra",
+    "to",
+    "su",
+    "pe",
+    "an",
+    "ti",
+    "or",
+    "en",
+    "is",
+)
 _SYLLABLES += ("al", "ly", "ing", "er", "ed", "th", "qu", "st", "re", "co", "de", "ma")
 
 

@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import IO
 
 from gitmem import MemoryStore, generate_key, parse_path
-from gitmem.gitrepo import BRANCH, TREE_MODE, CommitInfo, GitRepo, TreeEntry
+from gitmem.gitrepo import (
+    BRANCH,
+    TREE_MODE,
+    CommitInfo,
+    GitRepo,
+    TreeEntry,
+    parse_commit,
+    parse_tree,
+)
 
 _TYPES = {"commit": 1, "tree": 2, "blob": 3}
 _SIGNATURE = b"gitmem <gitmem@invalid> 0 +0000"
@@ -126,18 +134,6 @@ def _tree_bytes(entries: list[TreeEntry]) -> bytes:
     )
 
 
-def _parse_tree(data: bytes) -> list[TreeEntry]:
-    entries, pos = [], 0
-    while pos < len(data):
-        space = data.index(b" ", pos)
-        nul = data.index(b"\0", space)
-        mode = int(data[pos:space], 8)
-        oid = data[nul + 1 : nul + 21].hex()
-        entries.append(TreeEntry(data[space + 1 : nul].decode(), oid, mode))
-        pos = nul + 21
-    return entries
-
-
 class PackingRepo(GitRepo):
     """A :class:`GitRepo` whose new objects are hashed here and appended to packs.
 
@@ -181,7 +177,7 @@ class PackingRepo(GitRepo):
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         data = self._get(oid, "tree")
-        return super().read_tree(oid) if data is None else _parse_tree(data)
+        return super().read_tree(oid) if data is None else parse_tree(data, oid)
 
     def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
         lines = [f"tree {tree}".encode()] + [f"parent {p}".encode() for p in parents]
@@ -194,13 +190,7 @@ class PackingRepo(GitRepo):
 
     def read_commit(self, oid: str) -> CommitInfo:
         data = self._get(oid, "commit")
-        if data is None:
-            return super().read_commit(oid)
-        head, _, message = data.partition(b"\n\n")
-        fields = [line.split(b" ", 1) for line in head.split(b"\n")]
-        tree = next(v.decode() for k, v in fields if k == b"tree")
-        parents = tuple(v.decode() for k, v in fields if k == b"parent")
-        return CommitInfo(oid, tree, parents, message)
+        return super().read_commit(oid) if data is None else parse_commit(data, oid)
 
     def ref(self, name: str) -> str | None:
         return self.branch if name == BRANCH else super().ref(name)

@@ -89,10 +89,14 @@ _TAIL_DIVISOR = 8
 _MAX_AVG = 1 << 17
 
 
-def _sized(avg: int) -> Params:
+def _sized(avg: int, *, body: bool = False) -> Params:
     if avg <= SMALLEST.avg_size:
         return SMALLEST
-    return Params(avg // 4, avg, avg * 4, 2 if avg <= 1 << 16 else 1)
+    # Body chunks use the strongest normalization the 18 mask bits allow: edits land in body
+    # chunks, and an edit costs about the size-biased chunk length, which a tighter spread
+    # lowers (docs/design.md, "Why these sizes"). Tails keep nc = 2.
+    nc = 3 if body and avg <= 1 << 15 else 2 if avg <= 1 << 16 else 1
+    return Params(avg // 4, avg, avg * 4, nc)
 
 
 def params_for(size: int) -> Params:
@@ -104,7 +108,7 @@ def params_for(size: int) -> Params:
     # Doubling is right while size/32 >= avg * sqrt(2), i.e. size**2 >= 2 * (32 * avg)**2.
     while avg < _MAX_AVG and size * size >= 2 * (_CHUNKS_PER_FILE * avg) ** 2:
         avg *= 2
-    return _sized(avg)
+    return _sized(avg, body=True)
 
 
 def tail_params(body: Params) -> Params:

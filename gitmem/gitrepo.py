@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType, SortMode
@@ -42,10 +43,20 @@ BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
 _SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
 _LOCK_POLL_SECONDS = 0.005
+_TYPE_NAMES = {
+    int(ObjectType.COMMIT): b"commit",
+    int(ObjectType.TREE): b"tree",
+    int(ObjectType.BLOB): b"blob",
+    int(ObjectType.TAG): b"tag",
+}
+_HEX = frozenset(b"0123456789abcdef")
+# Whether loose objects' hashes are checked on read. Always on; tests turn it off (with
+# libgit2's check) to stand in for a SHA-1 second preimage and reach the checks behind it.
+_CHECK_LOOSE_HASHES = True
+_OCTAL = frozenset(b"01234567")
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
     """One entry of a git tree: raw ``name``, ``oid`` (hex) and git ``mode``."""
 
     name: str
@@ -117,23 +128,35 @@ class GitRepo:
 
     def read_blob(self, oid: str) -> bytes:
         """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt or not a blob."""
-        # A loose blob is read, inflated and hash-checked here in one pass: going through
-        # libgit2 would need a second read to guard against its truncated-object hang.
+        return self._read(oid, b"blob")
+
+    def _read(self, oid: str, kind: bytes) -> bytes:
+        """The payload of object ``oid``, which must be of ``kind``."""
+        found, data = self._read_any(oid)
+        if found != kind:
+            raise IntegrityError(f"object {oid} should be a {kind.decode()}")
+        return data
+
+    def _read_any(self, oid: str) -> tuple[bytes, bytes]:
+        """``(type, payload)`` of object ``oid``, its hash checked.
+
+        Every object gitmem reads comes through here. A loose object is read, inflated and
+        hash-checked in Python, never by libgit2 (up to 1.9 it loops forever inflating a
+        truncated loose object: libgit2 issue #7342); a packed one is read by libgit2, which
+        checks its hash (strict hash verification is on).
+        """
         loose = _read_loose(self._objects, oid)
         if loose is not None:
-            kind, data = loose
-            if kind != b"blob":
-                raise IntegrityError(f"object {oid} should be a blob")
-            return data
-        try:
-            otype, packed = self._git.odb.read(oid)
-        except KeyError:
-            raise IntegrityError(f"object {oid} is missing from the repository") from None
-        except (ValueError, pygit2.GitError) as exc:
-            raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
-        if otype != ObjectType.BLOB:
-            raise IntegrityError(f"object {oid} should be a blob")
-        return bytes(packed)
+            found, data = loose
+        else:
+            try:
+                otype, data = self._git.odb.read(oid)
+            except KeyError:
+                raise IntegrityError(f"object {oid} is missing from the repository") from None
+            except (ValueError, pygit2.GitError) as exc:
+                raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+            found = _TYPE_NAMES.get(otype, b"")
+        return found, data
 
     def has(self, oid: str) -> bool:
         """True when object ``oid`` is in the object database."""
@@ -148,11 +171,7 @@ class GitRepo:
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
-        obj = self._object(oid)
-        if obj.type != ObjectType.TREE:
-            raise IntegrityError(f"object {oid} should be a tree")
-        assert isinstance(obj, pygit2.Tree)
-        return [TreeEntry(str(e.name), str(e.id), int(e.filemode)) for e in obj]
+        return parse_tree(self._read(oid, b"tree"), oid)
 
     def empty_tree(self) -> str:
         """The id of the empty tree (written, so it exists in this repository)."""
@@ -176,25 +195,7 @@ class GitRepo:
 
     def read_commit(self, oid: str) -> CommitInfo:
         """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
-        obj = self._object(oid)
-        if obj.type != ObjectType.COMMIT:
-            raise IntegrityError(f"object {oid} should be a commit")
-        assert isinstance(obj, pygit2.Commit)
-        return CommitInfo(
-            oid=oid,
-            tree=str(obj.tree_id),
-            parents=tuple(str(p) for p in obj.parent_ids),
-            message=obj.raw_message,
-        )
-
-    def _object(self, oid: str) -> pygit2.Object:
-        _refuse_truncated_loose(self.path, oid)
-        try:
-            return self._git[oid]
-        except KeyError:
-            raise IntegrityError(f"object {oid} is missing from the repository") from None
-        except (ValueError, pygit2.GitError) as exc:
-            raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+        return parse_commit(self._read(oid, b"commit"), oid)
 
     def walk(self, head: str) -> Iterator[str]:
         """Commit ids reachable from ``head``, newest first (topological, then time)."""
@@ -330,14 +331,16 @@ class GitRepo:
             if oid in seen:
                 continue
             seen[oid] = hint
-            obj = self._object(oid)
-            if isinstance(obj, pygit2.Commit):
-                stack.append((str(obj.tree_id), ""))
-                stack.extend((str(p), "") for p in obj.parent_ids)
-            elif isinstance(obj, pygit2.Tree):
-                stack.extend((str(e.id), str(e.name)) for e in obj)
-            elif isinstance(obj, pygit2.Tag):
-                stack.append((str(obj.target), ""))
+            # Every object is read whole, blobs too: what is packed must be intact.
+            kind, data = self._read_any(oid)
+            if kind == b"commit":
+                commit = parse_commit(data, oid)
+                stack.append((commit.tree, ""))
+                stack.extend((p, "") for p in commit.parents)
+            elif kind == b"tree":
+                stack.extend((e.oid, e.name) for e in parse_tree(data, oid))
+            elif kind == b"tag":
+                stack.append((_tag_target(data, oid), ""))
         return seen
 
     def gc(self, grace: float, now: float | None = None) -> GcReport:
@@ -469,30 +472,83 @@ def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> Non
         raise IntegrityError(f"object {oid} is missing or unreadable; nothing was pruned")
 
 
-def _refuse_truncated_loose(repo: Path, oid: str) -> None:
-    """Raise :class:`IntegrityError` if ``oid`` is a loose object whose zlib stream is cut short.
+def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:
+    """The entries of a raw git tree, checked as strictly as git's own writer makes them.
 
-    libgit2 up to 1.9 loops forever inflating a truncated loose object (libgit2 issue #7342,
-    fixed by PR #7346 after 1.9.x): anyone who can write the repository could hang every reader.
+    Each entry is ``MODE SP NAME NUL ID`` (mode in octal without leading zeros, id as 20 raw
+    bytes). Names must be UTF-8 without ``/``, each used once, in git's order (a tree's name
+    sorts as if it ended in ``/``): one canonical form per content, as git fsck demands.
     """
-    try:
-        data = (repo / "objects" / oid[:2] / oid[2:]).read_bytes()
-    except (OSError, ValueError):
-        return  # packed, missing or not an id: libgit2 reports those without hanging
-    inflater = zlib.decompressobj()
-    try:
-        inflater.decompress(data)
-    except zlib.error:
-        return  # corrupt rather than cut short: libgit2 reports it
-    if not inflater.eof:
-        raise IntegrityError(f"object {oid} is corrupt: its loose file is truncated")
+    entries: list[TreeEntry] = []
+    names: set[bytes] = set()
+    previous = b""
+    pos, end = 0, len(data)
+    while pos < end:
+        space = data.find(b" ", pos, pos + 8)
+        nul = data.find(b"\0", space + 1) if space > pos else -1
+        mode_text, name = data[pos:space], data[space + 1 : nul]
+        if (
+            nul < 0
+            or nul + 21 > end
+            or not name
+            or b"/" in name
+            or mode_text[:1] == b"0"
+            or not set(mode_text) <= _OCTAL
+            or name in names
+        ):
+            raise IntegrityError(f"tree {oid} is malformed")
+        mode = int(mode_text, 8)
+        key = name + b"/" if mode == TREE_MODE else name
+        if key <= previous:
+            raise IntegrityError(f"tree {oid} is malformed: its entries are out of order")
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise IntegrityError(f"tree {oid} is malformed: a name is not UTF-8") from None
+        entries.append(TreeEntry(text, data[nul + 1 : nul + 21].hex(), mode))
+        names.add(name)
+        previous = key
+        pos = nul + 21
+    return entries
+
+
+def parse_commit(data: bytes, oid: str) -> CommitInfo:
+    """What a raw git commit says: ``tree``, then ``parent`` lines, then author and committer
+    (anything after them up to the blank line is ignored, as git does), then the message."""
+    head, sep, message = data.partition(b"\n\n")
+    lines = head.split(b"\n")
+    if not sep or not lines[0].startswith(b"tree "):
+        raise IntegrityError(f"commit {oid} is malformed")
+    count = 1
+    while count < len(lines) and lines[count].startswith(b"parent "):
+        count += 1
+    after = lines[count : count + 2]
+    if [line.split(b" ", 1)[0] for line in after] != [b"author", b"committer"]:
+        raise IntegrityError(f"commit {oid} is malformed")
+    tree = _hex_id(lines[0][5:], oid)
+    parents = tuple(_hex_id(line[7:], oid) for line in lines[1:count])
+    return CommitInfo(oid=oid, tree=tree, parents=parents, message=message)
+
+
+def _tag_target(data: bytes, oid: str) -> str:
+    first = data.split(b"\n", 1)[0]
+    if not first.startswith(b"object "):
+        raise IntegrityError(f"tag {oid} is malformed")
+    return _hex_id(first[7:], oid)
+
+
+def _hex_id(value: bytes, oid: str) -> str:
+    if len(value) != 40 or not set(value) <= _HEX:
+        raise IntegrityError(f"object {oid} is malformed: {value[:48]!r} is not an object id")
+    return value.decode()
 
 
 def _read_loose(objects: str, oid: str) -> tuple[bytes, bytes] | None:
     """``(type, payload)`` of loose object ``oid``, hash-verified; None when it is not loose."""
     try:
-        # Plain string paths: pathlib costs more than the read itself on a hot path.
-        with open(f"{objects}/{oid[:2]}/{oid[2:]}", "rb") as handle:
+        # Plain string paths and no buffering: on a hot path (a large file is a few dozen
+        # chunks) pathlib and a buffered reader cost more than the read itself.
+        with open(f"{objects}/{oid[:2]}/{oid[2:]}", "rb", buffering=0) as handle:
             data = handle.read()
     except FileNotFoundError:
         return None
@@ -509,7 +565,7 @@ def _read_loose(objects: str, oid: str) -> tuple[bytes, bytes] | None:
     kind, _, size = header.partition(b" ")
     if not sep or not size.isdigit() or int(size) != len(payload):
         raise IntegrityError(f"object {oid} is corrupt: its header is malformed")
-    if hashlib.sha1(raw).hexdigest() != oid:
+    if _CHECK_LOOSE_HASHES and hashlib.sha1(raw).hexdigest() != oid:
         raise IntegrityError(f"object {oid} is corrupt: its content does not match its id")
     return kind, payload
 

@@ -13,11 +13,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from . import chunking
+from . import chunking, workers
 from .crypto import StoreKeys
 from .errors import IntegrityError, NotAFile, NotFound, PathExists
 from .format import (
-    CHUNK_ENTRY_PREFIX,
     COMPRESS_NONE,
     COMPRESS_ZLIB,
     HEADER_ENTRY,
@@ -35,6 +34,9 @@ from .paths import MEMORIES_ROOT, MemoryPath
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
 # goes stale, and repeated `view`s of an unchanged store skip all name decryption.
 _CACHE_LIMIT = 4096
+# Files this large decode their chunks on several threads (see gitmem.workers); below it the
+# hand-off costs about what it saves.
+_PARALLEL_BYTES = 256 << 10
 # Names that a listing (as Claude sees it) leaves out, besides dot-files.
 EXCLUDED_NAMES = frozenset({"node_modules"})
 
@@ -152,24 +154,22 @@ class TreeCodec:
 
     def _file_entries(self, oid: str) -> tuple[int, list[TreeEntry]]:
         entries = self.repo.read_tree(oid)
-        if not entries or any(e.mode != BLOB_MODE for e in entries):
+        # Trees are read in git's order (gitrepo checks it), where the chunks come before "h".
+        if (
+            not entries
+            or entries[-1].name != HEADER_ENTRY
+            or any(e.mode != BLOB_MODE for e in entries)
+        ):
             raise IntegrityError(f"file tree {oid} is malformed")
-        header = [e for e in entries if e.name == HEADER_ENTRY]
-        chunks = sorted(
-            (e for e in entries if e.name.startswith(CHUNK_ENTRY_PREFIX)), key=lambda e: e.name
-        )
-        if len(header) != 1 or len(chunks) + 1 != len(entries):
-            raise IntegrityError(f"file tree {oid} is malformed")
+        header, chunks = entries[-1], entries[:-1]
         try:
-            plain = self.keys.open_blob(self.repo.read_blob(header[0].oid), ROLE_HEADER)
+            plain = self.keys.open_blob(self.repo.read_blob(header.oid), ROLE_HEADER)
         except IntegrityError:
             raise IntegrityError(
-                f"the header {header[0].oid} of file tree {oid} failed authentication"
+                f"the header {header.oid} of file tree {oid} failed authentication"
             ) from None
         size, count = decode_header(plain)
-        if count != len(chunks) or [e.name for e in chunks] != [
-            chunk_entry(i) for i in range(count)
-        ]:
+        if count != len(chunks) or any(e.name != chunk_entry(i) for i, e in enumerate(chunks)):
             raise IntegrityError(f"file tree {oid} does not match its header")
         return size, chunks
 
@@ -186,28 +186,38 @@ class TreeCodec:
     def read_file(self, oid: str) -> bytes:
         """The plaintext of file tree ``oid``, authenticated chunk by chunk."""
         size, chunks = self._file_entries(oid)
-        parts = [self._read_chunk(e.oid) for e in chunks]
+        # Authenticate every chunk first, then inflate them: inflating (most of a large file's
+        # read) runs outside the GIL, so a large file's chunks inflate on several threads
+        # without the threads contending for the GIL (see gitmem.workers).
+        bodies = [(e.oid, self._open_chunk(e.oid)) for e in chunks]
+        parts = workers.map_ordered(_inflate, bodies, parallel=size >= _PARALLEL_BYTES)
         data = b"".join(parts)
         if len(data) != size:
             raise IntegrityError(f"file tree {oid} does not have the size its header states")
         self.chunker.remember(data, list(accumulate(map(len, parts))), [e.oid for e in chunks])
         return data
 
-    def _read_chunk(self, oid: str) -> bytes:
+    def _open_chunk(self, oid: str) -> bytes:
         try:
-            body = self.keys.open_blob(self.repo.read_blob(oid), ROLE_CHUNK)
+            return self.keys.open_blob(self.repo.read_blob(oid), ROLE_CHUNK)
         except IntegrityError:
             raise IntegrityError(f"chunk {oid} failed authentication") from None
-        if body[:1] == bytes([COMPRESS_NONE]):
-            return body[1:]
-        if body[:1] == bytes([COMPRESS_ZLIB]):
-            try:
-                # Sized for text (about 3:1): zlib otherwise grows its output buffer from 16 KiB
-                # by copying, which makes a large chunk half again as slow to inflate.
-                return zlib.decompress(memoryview(body)[1:], bufsize=max(4 * len(body), 16384))
-            except zlib.error:
-                raise IntegrityError(f"chunk {oid} does not decompress") from None
-        raise IntegrityError(f"chunk {oid} has an unknown compression method")
+
+
+def _inflate(chunk: tuple[str, bytes]) -> bytes:
+    """A chunk's bytes from its authenticated body (a compression method byte, then data)."""
+    oid, body = chunk
+    method = body[0] if body else -1
+    if method == COMPRESS_ZLIB:
+        try:
+            # Sized for text (about 3:1): zlib otherwise grows its output buffer from 16 KiB
+            # by copying, which makes a large chunk half again as slow to inflate.
+            return zlib.decompress(memoryview(body)[1:], bufsize=max(4 * len(body), 16384))
+        except zlib.error:
+            raise IntegrityError(f"chunk {oid} does not decompress") from None
+    if method == COMPRESS_NONE:
+        return body[1:]
+    raise IntegrityError(f"chunk {oid} has an unknown compression method")
 
 
 def decode_text(data: bytes, path: MemoryPath) -> str:

@@ -354,7 +354,7 @@ def check_one(
     counts: Counts,
 ) -> bool:
     """Run one command on both; True when it was a successful mutation."""
-    command = data["command"]
+    command: str = data["command"]
     counts.commands += 1
     tally = counts.by_command.setdefault(command, {"run": 0, "ok": 0})
     tally["run"] += 1

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import gitmem
 from gitmem import parse_path
 from gitmem.cli import main
-from gitmem.gitrepo import _pack_index_oids
+from gitmem.gitrepo import GcReport, _pack_index_oids
 from gitmem.store import MemoryStore
 
 DAY = 86400.0
@@ -146,7 +146,7 @@ def test_gc_holds_the_writer_lock(repo_path: Path, key: str) -> None:
     release = threading.Event()
     original = store.repo.gc
 
-    def slow_gc(grace: float, now: float | None = None) -> object:
+    def slow_gc(grace: float, now: float | None = None) -> GcReport:
         entered.set()
         release.wait(5)
         return original(grace, now)

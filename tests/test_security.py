@@ -298,8 +298,8 @@ def test_altered_ciphertext_in_a_new_object_breaks_the_commit(
     root = r[objs.root]
     assert isinstance(directory, pygit2.Tree) and isinstance(root, pygit2.Tree)
     new_file = rebuilt(objs.file_tree, "c00000000", new_chunk)
-    new_dir = rebuilt(objs.directory, directory[0].name, new_file)
-    dir_name = next(e.name for e in root if str(e.id) == objs.directory)
+    new_dir = rebuilt(objs.directory, str(directory[0].name), new_file)
+    dir_name = next(str(e.name) for e in root if str(e.id) == objs.directory)
     new_root = rebuilt(objs.root, dir_name, new_dir)
     head = r[objs.commit]
     assert isinstance(head, pygit2.Commit)
@@ -556,7 +556,7 @@ def _decoded_views(r: pygit2.Repository) -> Iterator[tuple[str, bytes]]:
             yield str(oid), base64.b64decode(message + b"=" * (-len(message) % 4))
         elif isinstance(obj, pygit2.Tree):
             for entry in obj:
-                body = entry.name[1:]
+                body = str(entry.name)[1:]
                 with contextlib.suppress(ValueError):
                     yield str(oid), base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
 

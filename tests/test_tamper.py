@@ -47,7 +47,7 @@ from click.testing import CliRunner
 from pygit2.enums import ObjectType
 
 import gitmem
-from gitmem import GitMemError, GitMemoryTool, MemoryStore
+from gitmem import GitMemError, GitMemoryTool, MemoryStore, gitrepo
 from gitmem.cli import main as cli_main
 
 BRANCH = "refs/heads/main"
@@ -327,11 +327,14 @@ def truncate_loose(v: Victim, oid: str) -> None:
 
 @contextlib.contextmanager
 def no_hash_check() -> Iterator[None]:
-    """libgit2 without its hash check: a stand-in for a SHA-1 second preimage."""
+    """Reads without hash checks (libgit2's and gitmem's own for loose objects): a stand-in
+    for a SHA-1 second preimage."""
     pygit2.settings.enable_strict_hash_verification(False)
+    gitrepo._CHECK_LOOSE_HASHES = False
     try:
         yield
     finally:
+        gitrepo._CHECK_LOOSE_HASHES = True
         pygit2.settings.enable_strict_hash_verification(True)  # gitmem's setting (gitrepo.py)
 
 

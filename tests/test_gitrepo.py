@@ -1,0 +1,170 @@
+"""gitmem's own readers of raw git objects (gitrepo.parse_tree / parse_commit / _read_loose).
+
+Valid objects must read exactly as libgit2 reads them; anything git's writer would not make
+must be an IntegrityError, never a wrong answer or another exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitmem.errors import IntegrityError
+from gitmem.gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_commit, parse_tree
+
+ID_A = "a" * 40
+ID_B = "0123456789abcdef0123456789abcdef01234567"
+
+
+def entry(mode: bytes, name: bytes, oid: str = ID_A) -> bytes:
+    return mode + b" " + name + b"\0" + bytes.fromhex(oid)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    return GitRepo.init(tmp_path / "r.git")
+
+
+def write_loose(repo: GitRepo, kind: bytes, payload: bytes) -> str:
+    """Store an object as git would, whatever its content (no parse check)."""
+    raw = kind + b" " + str(len(payload)).encode() + b"\0" + payload
+    oid = hashlib.sha1(raw).hexdigest()
+    target = repo.path / "objects" / oid[:2] / oid[2:]
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(zlib.compress(raw))
+    return oid
+
+
+def test_trees_read_as_libgit2_reads_them(repo: GitRepo) -> None:
+    blob = repo.write_blob(b"x")
+    inner = repo.write_tree([TreeEntry("f", blob, BLOB_MODE)])
+    names = ["a", "a.b", "a-", "b", "ü", "c00000000", "h", "Z", "a0"]
+    entries = [TreeEntry(n, blob, BLOB_MODE) for n in names] + [
+        TreeEntry("ab", inner, TREE_MODE),
+        TreeEntry("a0", inner, TREE_MODE),
+    ]
+    oid = repo.write_tree(entries)
+    ours = repo.read_tree(oid)
+    git = pygit2.Repository(str(repo.path))
+    theirs = [TreeEntry(str(e.name), str(e.id), int(e.filemode)) for e in git[oid]]  # type: ignore[attr-defined]
+    assert ours == theirs
+    assert repo.read_tree(repo.empty_tree()) == []
+
+
+def test_commits_read_as_libgit2_reads_them(repo: GitRepo) -> None:
+    tree = repo.empty_tree()
+    first = repo.write_commit(tree, [], b"first\n\nbody\n\n")
+    second = repo.write_commit(tree, [first, first], b"second")
+    git = pygit2.Repository(str(repo.path))
+    for oid in (first, second):
+        info = repo.read_commit(oid)
+        commit = git[oid]
+        assert isinstance(commit, pygit2.Commit)
+        assert info.tree == str(commit.tree_id)
+        assert info.parents == tuple(str(p) for p in commit.parent_ids)
+        assert info.message == commit.raw_message
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(entry(b"100644", b"b") + entry(b"100644", b"a"), id="out of order"),
+        pytest.param(entry(b"100644", b"a") + entry(b"100644", b"a"), id="duplicate"),
+        pytest.param(entry(b"100644", b"a") + entry(b"40000", b"a"), id="file and tree"),
+        pytest.param(entry(b"40000", b"a") + entry(b"100644", b"a.b"), id="tree sorts as a/"),
+        pytest.param(entry(b"040000", b"a"), id="leading zero"),
+        pytest.param(entry(b"100648", b"a"), id="not octal"),
+        pytest.param(entry(b"", b"a"), id="no mode"),
+        pytest.param(entry(b"100644", b""), id="empty name"),
+        pytest.param(entry(b"100644", b"a/b"), id="slash"),
+        pytest.param(entry(b"100644", b"\xff"), id="not utf-8"),
+        pytest.param(entry(b"100644", b"a")[:-1], id="short id"),
+        pytest.param(b"100644 a", id="no nul"),
+        pytest.param(b"100644a\0" + bytes(20), id="no space"),
+        pytest.param(b"1006440000 a\0" + bytes(20), id="long mode"),
+    ],
+)
+def test_malformed_trees_are_refused(data: bytes) -> None:
+    with pytest.raises(IntegrityError, match="tree t is malformed"):
+        parse_tree(data, "t")
+
+
+def test_a_well_formed_tree_parses() -> None:
+    # git's order: a tree's name sorts as if it ended in "/" ("a" < "a.b" < "a0.c" < "a0/").
+    data = (
+        entry(b"100644", b"a")
+        + entry(b"100644", b"a.b")
+        + entry(b"100755", b"a0.c")
+        + entry(b"40000", b"a0", ID_B)
+    )
+    assert parse_tree(data, "t") == [
+        TreeEntry("a", ID_A, BLOB_MODE),
+        TreeEntry("a.b", ID_A, BLOB_MODE),
+        TreeEntry("a0.c", ID_A, 0o100755),
+        TreeEntry("a0", ID_B, TREE_MODE),
+    ]
+
+
+AUTHOR = b"author a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"tree " + ID_A.encode() + b"\n" + AUTHOR, id="no blank line"),
+        pytest.param(b"parent " + ID_A.encode() + b"\n" + AUTHOR + b"\nm", id="no tree"),
+        pytest.param(b"tree " + ID_A.upper().encode() + b"\n" + AUTHOR + b"\nm", id="upper hex"),
+        pytest.param(b"tree " + ID_A[:39].encode() + b"\n" + AUTHOR + b"\nm", id="short tree"),
+        pytest.param(
+            b"tree " + ID_A.encode() + b"\nparent xyz\n" + AUTHOR + b"\nm", id="bad parent"
+        ),
+        pytest.param(b"tree " + ID_A.encode() + b"\n\nm", id="no author"),
+    ],
+)
+def test_malformed_commits_are_refused(data: bytes) -> None:
+    with pytest.raises(IntegrityError, match=r"commit c is malformed|is not an object id"):
+        parse_commit(data, "c")
+
+
+def test_extra_commit_headers_are_ignored_as_git_does() -> None:
+    # Headers after the committer are not parents, even one that says so (git ignores it too).
+    data = (
+        b"tree " + ID_A.encode() + b"\nparent " + ID_B.encode() + b"\n" + AUTHOR
+        + b"encoding UTF-8\nparent " + ID_A.encode() + b"\ngpgsig x\n y\n\nthe message"
+    )  # fmt: skip
+    info = parse_commit(data, "c")
+    assert (info.tree, info.parents, info.message) == (ID_A, (ID_B,), b"the message")
+
+
+def test_objects_of_the_wrong_kind_are_refused(repo: GitRepo) -> None:
+    blob = repo.write_blob(b"not a tree")
+    tree = repo.empty_tree()
+    with pytest.raises(IntegrityError, match=f"object {blob} should be a tree"):
+        repo.read_tree(blob)
+    with pytest.raises(IntegrityError, match=f"object {tree} should be a commit"):
+        repo.read_commit(tree)
+    with pytest.raises(IntegrityError, match=f"object {tree} should be a blob"):
+        repo.read_blob(tree)
+    with pytest.raises(IntegrityError, match="is missing from the repository"):
+        repo.read_blob(ID_A)
+
+
+def test_a_malformed_tree_on_disk_is_an_integrity_error(repo: GitRepo) -> None:
+    oid = write_loose(repo, b"tree", entry(b"100644", b"b") + entry(b"100644", b"a"))
+    with pytest.raises(IntegrityError, match="out of order"):
+        repo.read_tree(oid)
+
+
+def test_packed_objects_read_the_same(repo: GitRepo) -> None:
+    blob = repo.write_blob(b"payload")
+    tree = repo.write_tree([TreeEntry("f", blob, BLOB_MODE)])
+    commit = repo.write_commit(tree, [], b"m")
+    repo.create_ref("refs/heads/main", commit)
+    before = (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit))
+    repo.gc(grace=0)
+    assert not any((repo.path / "objects" / blob[:2]).glob("*"))
+    assert (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit)) == before
