@@ -104,9 +104,8 @@ def edit_positions(text: str, count: int, seed: int = 2) -> Iterator[tuple[str, 
         yield old, new
 
 
-def grown(root: Path, name: str, text: str, edits: int) -> tuple[int, int]:
+def grown(root: Path, name: str, text: str, edits: int, one: bool) -> tuple[int, int]:
     """Bytes the repository grows by over ``edits`` mid-file edits: (loose, after gitmem gc)."""
-    one = name.startswith("one")
     store = new_store(root, name, text, one)
     store.gc(grace=0)
     before = object_bytes(store.path)
@@ -120,10 +119,10 @@ def grown(root: Path, name: str, text: str, edits: int) -> tuple[int, int]:
 
 def growth(root: Path, text: str, edits: int, keys: int) -> None:
     """Figure (2) for ``keys`` stores (each store has its own random chunker key)."""
-    one_loose, one_packed = grown(root, "grow-one", text, edits)
+    one_loose, one_packed = grown(root, "grow-one", text, edits, one=True)
     loose, packed = [], []
     for k in range(keys):
-        got = grown(root, f"grow-cdc{k}", text, edits)
+        got = grown(root, f"grow-cdc{k}", text, edits, one=False)
         loose.append(got[0] / one_loose)
         packed.append(got[1] / one_packed)
     med = statistics.median
