@@ -39,8 +39,8 @@ class Mark:
 class HighWater:
     """The high-water mark of one store."""
 
-    def __init__(self, store_id: str, state_dir: Path | None = None) -> None:
-        self.dir = state_dir if state_dir is not None else default_state_dir()
+    def __init__(self, store_id: str, state_dir: str | os.PathLike[str] | None = None) -> None:
+        self.dir = Path(state_dir) if state_dir is not None else default_state_dir()
         self.path = self.dir / f"{store_id}.json"
 
     def read(self) -> Mark | None:
@@ -109,8 +109,8 @@ class KnownStores:
     notice, since the new store has a new id.
     """
 
-    def __init__(self, state_dir: Path | None = None) -> None:
-        self.dir = (state_dir if state_dir is not None else default_state_dir()) / "paths"
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None) -> None:
+        self.dir = (Path(state_dir) if state_dir is not None else default_state_dir()) / "paths"
 
     def _file(self, repo: Path) -> Path:
         digest = hashlib.sha256(str(repo.resolve()).encode("utf-8", "surrogateescape")).hexdigest()

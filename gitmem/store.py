@@ -137,7 +137,7 @@ class MemoryStore:
         *,
         session: str | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: Path | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
         check_rollback: bool = True,
         limits: Limits | None = None,
         secrets: SecretPolicy = DEFAULT_POLICY,
@@ -168,7 +168,7 @@ class MemoryStore:
         create: bool = False,
         session: str | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: Path | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
         check_rollback: bool = True,
         limits: Limits | None = None,
         secrets: SecretPolicy = DEFAULT_POLICY,
@@ -233,7 +233,9 @@ class MemoryStore:
         return cls(repo, keys, **options)
 
     @classmethod
-    def _refuse_vanished(cls, target: Path, state_dir: Path | None, check_rollback: bool) -> None:
+    def _refuse_vanished(
+        cls, target: Path, state_dir: str | os.PathLike[str] | None, check_rollback: bool
+    ) -> None:
         """Refuse to create a store where this client has seen one: it was deleted or reset."""
         if not check_rollback:
             return

@@ -165,3 +165,15 @@ def test_a_truncated_commit_between_mark_and_head_fails_closed(
     assert outcome, "the read hung"
     assert isinstance(outcome[0], gitmem.IntegrityError)
     assert middle in str(outcome[0])
+
+
+def test_paths_may_be_given_as_strings(tmp_path: Path, key: str) -> None:
+    repo, state = str(tmp_path / "s.git"), str(tmp_path / "state")
+    store = gitmem.MemoryStore.open(repo, key, create=True, state_dir=state)
+    store.create(parse_path("/memories/a.md"), "x")
+    again = gitmem.MemoryStore.open(repo, key, state_dir=state)
+    assert again.read_text(parse_path("/memories/a.md")) == "x"
+    assert any((tmp_path / "state").iterdir())  # the high-water mark went where it was told
+    shutil.rmtree(repo)
+    with pytest.raises(gitmem.RollbackDetected):
+        gitmem.MemoryStore.open(repo, key, create=True, state_dir=state)
