@@ -420,10 +420,6 @@ def log_line(op: Operation, session_width: int = 0) -> str:
     ).rstrip()
 
 
-def _log_line(op: Operation) -> str:
-    return click.unstyle(log_line(op))
-
-
 def stat_lines(changes: Sequence[history.FileChange]) -> list[str]:
     """``git diff --stat``-like lines: each file's changed line count and a +/- bar, a total."""
     if not changes:
@@ -940,8 +936,8 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
         )
         store = MemoryStore.open(repo, key, state_dir=state_dir)
         click.echo("\n$ gitmem log")
-        for op in store.log():
-            click.echo(_log_line(op))
+        for line in _log_text(store, store.log(), stat=False, patch=False):
+            click.echo(line)
         if store_path is not None:
             key_path = user_key_path(store.store_id)
             write_key_file(key_path, decode_key(key))
