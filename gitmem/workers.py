@@ -87,7 +87,12 @@ def map_ordered(fn: Callable[[T], R], items: Sequence[T], *, parallel: bool = Tr
             except Exception as exc:  # re-raised below, in order
                 errors[index] = exc
 
-    futures = [pool.submit(drain) for _ in range(min(count, total - 1))]
+    futures = []
+    for _ in range(min(count, total - 1)):
+        try:
+            futures.append(pool.submit(drain))
+        except RuntimeError:  # the pool was just replaced, or the interpreter is exiting
+            break
     drain()
     for future in futures:
         future.result()

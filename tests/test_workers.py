@@ -159,3 +159,16 @@ def test_chunks_that_do_not_inflate_name_the_first_of_them(
     tree = store.repo.write_tree([*entries, TreeEntry("h", header, BLOB_MODE)])
     with pytest.raises(IntegrityError, match=f"chunk {sealed[4]} does not decompress"):
         store.codec.read_file(tree)
+
+
+def test_a_pool_that_refuses_work_leaves_it_to_the_caller(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool, _ = workers._executor()
+    assert pool is not None
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(pool, "submit", refuse)
+    assert workers.map_ordered(lambda x: -x, range(40)) == [-x for x in range(40)]
