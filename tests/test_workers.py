@@ -172,3 +172,45 @@ def test_a_pool_that_refuses_work_leaves_it_to_the_caller(
 
     monkeypatch.setattr(pool, "submit", refuse)
     assert workers.map_ordered(lambda x: -x, range(40)) == [-x for x in range(40)]
+
+
+def test_threads_reading_large_files_share_the_pool(
+    tmp_path: Path, key: str, two_threads: None
+) -> None:
+    """Readers on several threads, each handing chunks to the one pool, while a writer edits."""
+    store = MemoryStore.open(tmp_path / "s.git", key, create=True, state_dir=tmp_path / "st")
+    paths = [parse(f"/memories/big{i}.md") for i in range(2)]
+    texts = [big_text(400_000 + i) for i in range(2)]
+    for path, text in zip(paths, texts, strict=True):
+        store.create(path, text)
+    versions = {paths[0]: {texts[0]}, paths[1]: {texts[1]}}
+    failures: list[BaseException] = []
+
+    def read(index: int) -> None:
+        reader = MemoryStore.open(tmp_path / "s.git", key, state_dir=tmp_path / "st")
+        try:
+            for _ in range(8):
+                path = paths[index % 2]
+                reader.codec.chunker.forget()
+                got = reader.read_text(path)
+                assert got in versions[path]
+        except BaseException as exc:  # reported below, on the test's thread
+            failures.append(exc)
+
+    def write() -> None:
+        text, marker = texts[0], "line 1:"
+        for n in range(4):
+            new_marker = f"line 1 ({n}):"
+            text = text.replace(marker, new_marker, 1)
+            versions[paths[0]].add(text)  # before the write, so a reader may already see it
+            store.str_replace(paths[0], marker, new_marker)
+            marker = new_marker
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+    threads.append(threading.Thread(target=write))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures, failures
+    assert not any(thread.is_alive() for thread in threads)
