@@ -1,10 +1,10 @@
-"""A small shared thread pool for work that releases the GIL (inflating, hashing, file reads).
+"""A small shared thread pool for work that runs outside the GIL: inflating a file's chunks.
 
-Reading a large file decodes a few dozen independent chunks; most of that time is spent in
-zlib, SHA-1 and system calls, which run outside the GIL, so on a machine with two or more
-cores the chunks decode side by side. The pool is made on first use, sized from the CPUs this
-process may run on, and made again in a child after ``fork`` (a forked child has none of its
-parent's threads).
+Reading a large file decodes a few dozen independent chunks, and most of that time is spent in
+zlib, which releases the GIL, so on a machine with two or more cores the chunks inflate side by
+side (their authentication, AES-SIV, holds the GIL and stays on the caller's thread). The pool
+is made on first use, sized from the CPUs this process may run on, and made again in a child
+after ``fork`` (a forked child has none of its parent's threads).
 """
 
 from __future__ import annotations
