@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +73,13 @@ def fast_git() -> Iterator[None]:
     finally:
         os.fsync = real_fsync
         pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Local time is UTC, so printed times are exact."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -34,17 +34,6 @@ def store_copy(built: tuple[Path, str], tmp_path: Path, utc: None) -> Path:
     return target
 
 
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    import time
-
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 class Gitmem:
     """Runs ``gitmem --repo STORE ...`` through CliRunner with the store's key."""
 

@@ -8,7 +8,6 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -39,16 +38,6 @@ class FakeClock:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
-
-
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Local time is UTC, so printed times are exact."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def tool_for(repo: Path, key: str, session: str) -> Any:

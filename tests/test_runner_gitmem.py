@@ -5,16 +5,15 @@ Nothing leaves 127.0.0.1: the client's base URL is the stand-in's and the key is
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers_runner import run_async, run_sync
 
 import gitmem
 from gitmem.cli import main
-from gitmem.scripted_api import STAND_IN_MODEL, Script, ScriptedAPI, memory_call, text
+from gitmem.scripted_api import Script, ScriptedAPI, memory_call, text
 
 PROMPT = "Keep a progress log."
 
@@ -86,15 +85,8 @@ def check_store(repo: Path, key: str) -> None:
 def test_sync_tool_under_the_tool_runner(tmp_path: Path, key: str, threaded: bool) -> None:
     repo = tmp_path / "m.git"
     tool = gitmem.GitMemoryTool(repo, key=key, session="runner-test")
-    extra: dict[str, Any] = {} if threaded else {"thread": False}
-    with ScriptedAPI(script()) as api, api.client() as client:
-        final = client.beta.messages.tool_runner(
-            model=STAND_IN_MODEL,
-            max_tokens=256,
-            messages=[{"role": "user", "content": PROMPT}],
-            tools=[tool],
-            **extra,
-        ).until_done()
+    with ScriptedAPI(script()) as api:
+        final = run_sync(api, tool, PROMPT, threaded=threaded)
         assert [b.text for b in final.content if b.type == "text"] == ["Done."]
         assert tool_results(api) == EXPECTED
         assert api.errors == []
@@ -105,21 +97,8 @@ def test_sync_tool_under_the_tool_runner(tmp_path: Path, key: str, threaded: boo
 def test_async_tool_under_the_async_tool_runner(tmp_path: Path, key: str, threaded: bool) -> None:
     repo = tmp_path / "m.git"
     tool = gitmem.AsyncGitMemoryTool(repo, key=key, session="runner-test")
-    extra: dict[str, Any] = {} if threaded else {"thread": False}
-
-    async def run(api: ScriptedAPI) -> Any:
-        async with api.async_client() as client:
-            runner = client.beta.messages.tool_runner(
-                model=STAND_IN_MODEL,
-                max_tokens=256,
-                messages=[{"role": "user", "content": PROMPT}],
-                tools=[tool],
-                **extra,
-            )
-            return await runner.until_done()
-
     with ScriptedAPI(script()) as api:
-        final = asyncio.run(run(api))
+        final = run_async(api, tool, PROMPT, threaded=threaded)
         assert [b.text for b in final.content if b.type == "text"] == ["Done."]
         assert tool_results(api) == EXPECTED
     check_store(repo, key)

@@ -5,7 +5,6 @@ Everything here talks to a server on 127.0.0.1 with a dummy key; nothing reaches
 
 from __future__ import annotations
 
-import asyncio
 import io
 import itertools
 import urllib.error
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import helpers_runner as runner
 import pytest
 from anthropic.lib.tools._beta_builtin_memory_tool import (
     BetaAsyncLocalFilesystemMemoryTool,
@@ -62,38 +62,11 @@ def three_turn_script() -> Script:
 def run_sync(
     api: ScriptedAPI, tool: Any, *, threaded: bool = True, stream: bool = False
 ) -> anthropic.types.beta.BetaMessage:
-    extra: dict[str, Any] = {} if threaded else {"thread": False}
-    with api.client() as client:
-        runner = client.beta.messages.tool_runner(
-            model=STAND_IN_MODEL,
-            max_tokens=256,
-            messages=[{"role": "user", "content": PROMPT}],
-            tools=[tool],
-            stream=stream,
-            **extra,
-        )
-        if stream:
-            for reply in runner:
-                for _event in reply:
-                    pass
-        return runner.until_done()
+    return runner.run_sync(api, tool, PROMPT, threaded=threaded, stream=stream)
 
 
 def run_async(api: ScriptedAPI, tool: Any, *, threaded: bool = True) -> Any:
-    extra: dict[str, Any] = {} if threaded else {"thread": False}
-
-    async def main() -> Any:
-        async with api.async_client() as client:
-            runner = client.beta.messages.tool_runner(
-                model=STAND_IN_MODEL,
-                max_tokens=256,
-                messages=[{"role": "user", "content": PROMPT}],
-                tools=[tool],
-                **extra,
-            )
-            return await runner.until_done()
-
-    return asyncio.run(main())
+    return runner.run_async(api, tool, PROMPT, threaded=threaded)
 
 
 def tool_use_ids(request: RecordedRequest) -> list[str]:
@@ -413,6 +386,21 @@ def test_demo_sessions_on_the_wire(tmp_path: Path, threaded: bool) -> None:
     assert [i["insert_line"] for i in inserts] == [3, 4]
 
 
+def worker_session(root: Path) -> tuple[SessionTranscript, ScriptedAPI]:
+    """One worker session of the demo's model over the reference tool's files under ``root``;
+    the stand-in (stopped) is returned with its recorded requests."""
+    with ScriptedAPI(ProgressLogModel()) as api, api.client() as client:
+        transcript = run_session(
+            client,
+            BetaLocalFilesystemMemoryTool(str(root)),
+            "worker",
+            WORKER_PROMPT,
+            model=STAND_IN_MODEL,
+            out=io.StringIO(),
+        )
+    return transcript, api
+
+
 def test_the_demo_model_reads_the_store_it_finds(tmp_path: Path) -> None:
     memories = tmp_path / "memories"
     memories.mkdir()
@@ -420,15 +408,7 @@ def test_the_demo_model_reads_the_store_it_finds(tmp_path: Path) -> None:
     (memories / "progress.md").write_text(log + "\n\n")
     (memories / "features.md").write_text("- [x] a\n- [x] b\n- [ ] c\n- [ ] d\n")
     (memories / "init.md").write_text("run ./init.sh\n")
-    with ScriptedAPI(ProgressLogModel()) as api, api.client() as client:
-        transcript = run_session(
-            client,
-            BetaLocalFilesystemMemoryTool(str(tmp_path)),
-            "worker",
-            WORKER_PROMPT,
-            model=STAND_IN_MODEL,
-            out=io.StringIO(),
-        )
+    transcript, _ = worker_session(tmp_path)
     assert [c.command for c in transcript.calls] == ["view"] * 4 + ["str_replace", "insert"]
     assert (memories / "features.md").read_text() == "- [x] a\n- [x] b\n- [x] c\n- [ ] d\n"
     lines = (memories / "progress.md").read_text().splitlines()
@@ -440,15 +420,7 @@ def test_the_demo_model_stops_on_a_tool_error(tmp_path: Path) -> None:
     memories = tmp_path / "memories"
     memories.mkdir()
     (memories / "progress.md").write_text("# Progress log\n")
-    with ScriptedAPI(ProgressLogModel()) as api, api.client() as client:
-        transcript = run_session(
-            client,
-            BetaLocalFilesystemMemoryTool(str(tmp_path)),
-            "worker",
-            WORKER_PROMPT,
-            model=STAND_IN_MODEL,
-            out=io.StringIO(),
-        )
+    transcript, api = worker_session(tmp_path)
     assert [(c.command, c.is_error) for c in transcript.calls] == [
         ("view", False),
         ("view", False),
