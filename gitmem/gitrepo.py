@@ -27,6 +27,7 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType, SortMode
 
 from .errors import ConflictError, IntegrityError, LockTimeout, NoStore
+from .fsutil import DIR_MODE, fsync_dir, fsync_file, make_private_dirs, open_lock_file
 
 # libgit2 does not fsync unless told to; gitmem acknowledges a write only once it is durable.
 pygit2.settings.enable_fsync_gitdir(True)
@@ -87,9 +88,8 @@ class GitRepo:
     @classmethod
     def init(cls, path: str | os.PathLike[str], timeout: float = 30.0) -> GitRepo:
         """Create a bare repository at ``path`` (owner-only) and return it."""
-        target = Path(path)
-        target.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(target, 0o700)
+        target = make_private_dirs(path)
+        os.chmod(target, DIR_MODE)
         made = cls(target)
         # Racing creators take turns, and the lock file, made first, marks a half-initialized
         # directory as gitmem's own so that a creator killed mid-init does not wedge the next.
@@ -272,7 +272,7 @@ class GitRepo:
         """
         lock_path = self.path / LOCK_FILE
         # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fd = open_lock_file(lock_path)
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -303,11 +303,7 @@ class GitRepo:
 
     def fsync_dir(self, relative: str = "") -> None:
         """fsync a directory of the repository, for metadata written outside libgit2."""
-        fd = os.open(self.path / relative, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.path / relative)
 
     # -- garbage collection ---------------------------------------------------------------
 
@@ -426,7 +422,7 @@ class GitRepo:
             for suffix in (".pack", ".rev", ".idx"):  # the index last: it makes the pack visible
                 part = idx.with_suffix(suffix)
                 if part.exists():
-                    _fsync_file(part)
+                    fsync_file(part)
                     os.replace(part, target.with_suffix(suffix))
             self.fsync_dir(str(pack_dir.relative_to(self.path)))
             return target
@@ -598,14 +594,6 @@ def _pack_index_oids(idx: Path) -> set[str]:
     (count,) = struct.unpack(">I", data[255 * 4 : 256 * 4])
     start = 256 * 4
     return {data[start + 24 * i + 4 : start + 24 * i + 24].hex() for i in range(count)}
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _tree_bytes(root: Path) -> int:

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .fsutil import atomic_write, make_private_dirs, open_lock_file
+
 
 def default_state_dir() -> Path:
     """Where high-water marks live unless a caller says otherwise."""
@@ -54,15 +56,8 @@ class HighWater:
             # A damaged mark protects nothing; it is replaced by the next one seen.
             return None
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return _state_lock(self.dir)
 
     def advance(self, mark: Mark) -> None:
         """Record ``mark`` unless a newer one is already recorded (other processes write too)."""
@@ -82,21 +77,19 @@ class HighWater:
                 self._write(mark)
 
     def _write(self, mark: Mark) -> None:
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"commit": mark.commit, "seq": mark.seq}, handle)
-            handle.flush()
-            # A mark lost to a power cut would let a rollback of that last step pass unseen.
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.dir)
+        # Durable: a mark lost to a power cut would let a rollback of that last step pass unseen.
+        body = json.dumps({"commit": mark.commit, "seq": mark.seq})
+        atomic_write(self.path, body.encode("utf-8"))
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+@contextlib.contextmanager
+def _state_lock(directory: Path) -> Iterator[None]:
+    """Hold the exclusive lock of a state directory (made owner-only if missing)."""
+    make_private_dirs(directory)
+    fd = open_lock_file(directory / ".lock")
     try:
-        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 
@@ -127,11 +120,7 @@ class KnownStores:
         """Record that ``repo`` holds the store ``store_id``."""
         if self.store_at(repo) == store_id:
             return
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        target = self._file(repo)
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        body = {"path": str(repo.resolve()), "store_id": store_id}
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(body, handle)
-        os.replace(tmp, target)
+        body = json.dumps({"path": str(repo.resolve()), "store_id": store_id})
+        # Under the directory's lock, like the marks: concurrent openers take turns.
+        with _state_lock(self.dir):
+            atomic_write(self._file(repo), body.encode("utf-8"))

@@ -22,6 +22,7 @@ from typing import Any
 from . import paths as memory_paths
 from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError
 from .format import KIND_DIR, KIND_FILE
+from .fsutil import DIR_MODE, make_private_dirs, write_private_file
 from .paths import MEMORIES_ROOT, MemoryPath
 from .secrets import SecretRefused
 from .store import MemoryStore, Operation, changed_files
@@ -482,14 +483,14 @@ class ExportSummary:
 
 def _make_private_dir(path: Path) -> None:
     try:
-        path.mkdir(mode=0o700)
+        path.mkdir(mode=DIR_MODE)
     except FileExistsError:
         info = path.lstat()
         if not stat.S_ISDIR(info.st_mode):
             raise UsageError(
                 f"cannot export into {path}: it exists and is not a directory"
             ) from None
-    os.chmod(path, 0o700, follow_symlinks=False)
+    os.chmod(path, DIR_MODE, follow_symlinks=False)
 
 
 def export(
@@ -523,7 +524,7 @@ def export(
         if any(target.iterdir()) and not force:
             raise UsageError(f"{target} is not empty; pass --force to write into it anyway")
     else:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(target.parent)
     _make_private_dir(target)
     files = dirs = 0
     entries = list(snapshot.walk())
@@ -534,14 +535,10 @@ def export(
             dirs += 1
         else:
             data = store.codec.read_file(node.oid)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             try:
-                fd = os.open(local, flags, 0o600)
+                write_private_file(local, data)
             except OSError as exc:
                 raise UsageError(f"cannot write {local}: {exc.strerror}") from None
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), 0o600)
-                handle.write(data)
             files += 1
         if progress is not None:
             progress(files + dirs, len(entries))

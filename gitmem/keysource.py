@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .crypto import decode_key, encode_key
 from .errors import KeyMissing, WrongKey
+from .fsutil import FILE_MODE, write_new_file
 
 ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
@@ -38,7 +39,7 @@ def read_key_file(path: Path) -> bytes:
         raise KeyMissing(f"the key file {path} does not exist") from None
     if not stat.S_ISREG(info.st_mode):
         raise KeyMissing(f"the key file {path} is not a regular file")
-    if info.st_mode & 0o077:
+    if info.st_mode & 0o777 & ~FILE_MODE:
         raise WrongKey(f"the key file {path} is accessible to other users; run: chmod 600 {path}")
     try:
         text = path.read_text("utf-8")
@@ -75,9 +76,4 @@ def resolve_key(explicit: str | bytes | None, store_id: str | None) -> bytes:
 
 def write_key_file(path: Path, key: bytes) -> None:
     """Write ``key`` to a new owner-only file at ``path`` (never overwrites)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(encode_key(key) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_new_file(path, (encode_key(key) + "\n").encode("utf-8"))

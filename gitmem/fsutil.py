@@ -1,0 +1,129 @@
+"""Files and directories gitmem writes outside libgit2: owner-only, atomic and durable.
+
+Every file gitmem writes itself (high-water marks, known stores, key files, exports, packs) and
+every directory it creates goes through here, so the modes, the temporary names and the fsyncs
+cannot drift apart between callers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import uuid
+from pathlib import Path
+
+FILE_MODE = 0o600
+"""Mode of every file gitmem creates: read and write for its owner only."""
+DIR_MODE = 0o700
+"""Mode of every directory gitmem creates: its owner only."""
+
+_PathLike = str | os.PathLike[str]
+
+
+def make_private_dirs(path: _PathLike) -> Path:
+    """Create ``path`` and every missing parent, each owner-only whatever the umask.
+
+    ``Path.mkdir(mode=..., parents=True)`` gives the mode to the last directory only; the
+    parents get the umask's default (0755, or 0777 under ``umask 0``). Directories that exist
+    already are left as they are. Returns ``path``.
+    """
+    target = Path(path)
+    missing: list[Path] = []
+    current = target
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            # mkdir applies the umask, which can only remove bits from 0700: never wider.
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            continue  # a racing creator made it (and sets its mode itself)
+        os.chmod(directory, DIR_MODE)
+    return target
+
+
+def fsync_file(path: _PathLike) -> None:
+    """fsync the file at ``path``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: _PathLike) -> None:
+    """fsync the directory at ``path``, making the names created or renamed in it durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temp_name(target: Path) -> Path:
+    # Unique per process, thread and call: threads of one process must never share a temporary
+    # file, or one renames the other's half-written file away (FileNotFoundError).
+    tag = f"{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}"
+    return target.with_name(f".{target.name}.tmp-{tag}")
+
+
+def atomic_write(path: _PathLike, data: bytes) -> None:
+    """Replace the file at ``path`` by ``data`` (mode 0600), all or nothing.
+
+    The data goes to a unique temporary file beside ``path``, which is fsynced, renamed over
+    ``path``, and then the directory is fsynced: a crash leaves the old file or the new one.
+    The parent directory must exist.
+    """
+    target = Path(path)
+    tmp = _temp_name(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(target.parent)
+
+
+def write_new_file(path: _PathLike, data: bytes) -> None:
+    """Write ``data`` to a new owner-only file at ``path``, durably; never overwrites.
+
+    Raises :class:`FileExistsError` when ``path`` exists. Missing parents are made owner-only.
+    """
+    target = Path(path)
+    make_private_dirs(target.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(target, flags, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    fsync_dir(target.parent)
+
+
+def open_lock_file(path: _PathLike) -> int:
+    """Open (creating owner-only) the lock file at ``path``, never through a symbolic link."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+
+
+def write_private_file(path: _PathLike, data: bytes) -> None:
+    """Write ``data`` over the file at ``path`` in place (mode 0600), never through a link.
+
+    For exports, where the caller asked to overwrite: the file's mode is forced to 0600 even
+    when it existed with a wider one.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), FILE_MODE)
+        handle.write(data)
