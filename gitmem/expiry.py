@@ -97,14 +97,6 @@ class ExpiryResult:
         }
 
 
-class NothingExpired(Exception):
-    """Raised inside the write transaction to leave without a commit when nothing expired."""
-
-    def __init__(self, plan: ExpiryResult) -> None:
-        self.plan = plan
-        super().__init__("nothing to expire")
-
-
 def last_touches(store: MemoryStore, head: Operation | None) -> dict[MemoryPath, FileAge]:
     """Every file at ``head`` with its last touch, from one newest-first walk of the history.
 

@@ -13,7 +13,7 @@ import difflib
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,9 +23,9 @@ from . import paths as memory_paths
 from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError
 from .format import KIND_DIR, KIND_FILE
 from .fsutil import DIR_MODE, make_private_dirs, write_private_file
-from .paths import MEMORIES_ROOT, MemoryPath
+from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .secrets import SecretRefused
-from .store import MemoryStore, Operation, changed_files
+from .store import Change, MemoryStore, Operation, changed_files
 from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
 
 # Called with (done, total) as a long operation advances.
@@ -73,7 +73,7 @@ def log(
     store: MemoryStore,
     rev: str | None = None,
     *,
-    paths: Sequence[MemoryPath] = (),
+    paths: Iterable[MemoryPathLike] = (),
     session: str | None = None,
     command: str | None = None,
     since: datetime | None = None,
@@ -90,7 +90,7 @@ def log(
     """
     if max_count is not None and max_count <= 0:
         return
-    tracked = list(paths)
+    tracked = as_paths(paths)
     shown = 0
     for op in store.log(rev):
         if tracked:
@@ -206,7 +206,7 @@ def diff_trees(
     store: MemoryStore,
     old_tree: str | None,
     new_tree: str | None,
-    paths: Sequence[MemoryPath] = (),
+    paths: Iterable[MemoryPathLike] = (),
 ) -> list[FileChange]:
     """The file changes from tree ``old_tree`` to ``new_tree`` (None = empty), sorted by path.
 
@@ -214,7 +214,7 @@ def diff_trees(
     path and appeared unchanged at another is one ``renamed`` change.
     """
     before, after = Snapshot(store.codec, old_tree), Snapshot(store.codec, new_tree)
-    nodes = changed_file_nodes(before, after, paths)
+    nodes = changed_file_nodes(before, after, as_paths(paths))
     gone = {path: a for path, a, b in nodes if a is not None and b is None}
     came = {path: b for path, a, b in nodes if a is None and b is not None}
     renamed_from: dict[MemoryPath, MemoryPath] = {}
@@ -258,14 +258,14 @@ def diff(
     store: MemoryStore,
     rev: str,
     rev2: str | None = None,
-    paths: Sequence[MemoryPath] = (),
+    paths: Iterable[MemoryPathLike] = (),
 ) -> list[FileChange]:
     """The file changes from ``rev`` to ``rev2`` (default: the head)."""
     return diff_trees(store, _tree_of(store, rev), _tree_of(store, rev2), paths)
 
 
 def changes(
-    store: MemoryStore, op: Operation, paths: Sequence[MemoryPath] = ()
+    store: MemoryStore, op: Operation, paths: Iterable[MemoryPathLike] = ()
 ) -> list[FileChange]:
     """What operation ``op`` changed: its tree against its first parent's."""
     parent = store.repo.read_commit(op.parents[0]).tree if op.parents else None
@@ -295,8 +295,9 @@ def view(
         raise (NotFound(message) if "does not exist" in message else GitMemError(message)) from None
 
 
-def cat(store: MemoryStore, path: MemoryPath, rev: str | None = None) -> str:
+def cat(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> str:
     """The raw text of file ``path`` at ``rev`` (default: the head)."""
+    path = as_path(path)
     snapshot = store.snapshot(rev)
     node = snapshot.lookup(path)
     where = "" if rev is None else f" at {rev}"
@@ -332,12 +333,13 @@ class BlameLine:
         }
 
 
-def blame(store: MemoryStore, path: MemoryPath, rev: str | None = None) -> list[BlameLine]:
+def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> list[BlameLine]:
     """For each line of file ``path`` at ``rev``, the operation that last wrote it.
 
     Walks first parents back, following renames of the file (or of a directory above it); a
     line is the work of the newest operation whose change introduced it.
     """
+    path = as_path(path)
     start = store.head() if rev is None else store.resolve(rev)
     if start is None:
         raise NotFound(f"{path} does not exist: the memory is empty")
@@ -445,12 +447,13 @@ def sessions(store: MemoryStore, rev: str | None = None) -> list[SessionSummary]
 
 
 def restore_preview(
-    store: MemoryStore, rev: str, paths: Sequence[MemoryPath] = ()
+    store: MemoryStore, rev: str, paths: Iterable[MemoryPathLike] = ()
 ) -> list[FileChange]:
     """The file changes ``store.restore(rev, paths or None)`` would make; writes nothing."""
+    asked = as_paths(paths)
     target = store.operation(rev)
     head = store.head_operation()
-    wanted = () if any(p.is_root for p in paths) else paths
+    wanted = [] if any(p.is_root for p in asked) else asked
     if wanted:
         source, now = Snapshot(store.codec, target.tree), store.snapshot()
         for path in wanted:
@@ -643,10 +646,8 @@ def import_(
     ``import`` and its paths are the files it added, changed or removed.
     """
     plan = scan_import(source, store.limits.max_file_bytes)
-    changed: list[str] = []
 
-    def edit(tree: TreeEditor) -> None:
-        head = store.head_operation()
+    def edit(head: Operation | None, tree: TreeEditor) -> Change[None]:
         before = Snapshot(store.codec, None if head is None else head.tree)
         if replace:
             root = before.lookup(MEMORIES_ROOT)
@@ -661,10 +662,10 @@ def import_(
                 refused.append(f"{directory}: {exc.path} is a file in the memory")
         for done, (path, text) in enumerate(sorted(plan.files.items()), 1):
             old = tree.read_bytes(path).decode("utf-8") if tree.kind(path) == KIND_FILE else ""
-            screened: dict[str, Any] = {}
             try:
-                tree.put_file(path, store._screen(old, text, screened).encode("utf-8"))
-                redacted.extend({"path": str(path), **r} for r in screened.get("redacted", []))
+                screened = store.screen(old, text)
+                tree.put_file(path, screened.text.encode("utf-8"))
+                redacted.extend({"path": str(path), **r} for r in screened.record())
             except (PathExists, NotAFile):
                 refused.append(f"{path}: a directory or file in the memory is in the way")
             except SecretRefused as exc:
@@ -673,12 +674,13 @@ def import_(
                 progress(done, len(plan.files))
         if refused:
             raise ImportRefused(refused)
-        # Writing twice stores nothing new (objects are content-addressed); it gives the
-        # paths the commit really changes, which its record lists.
-        changed[:] = changed_files(before, Snapshot(store.codec, tree.write()))
-        detail.pop("redacted", None)
+        after = tree.write()
+        detail: dict[str, Any] = {"files": len(plan.files), "replace": replace}
         if redacted:
             detail["redacted"] = redacted
+        changed = changed_files(before, Snapshot(store.codec, after))
+        return Change(tuple(changed), None, detail, after)
 
-    detail: dict[str, Any] = {"files": len(plan.files), "replace": replace}
-    return store._transact("import", changed, edit, detail)[0]
+    op, _ = store.write("import", edit)
+    assert op is not None  # the edit always changes something or raises
+    return op

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import InvalidPath
@@ -146,3 +147,27 @@ def _check_component(path: str, component: str) -> str:
     if stem in _WINDOWS_RESERVED:
         raise InvalidPath(path, f"'{component}' is a reserved device name on Windows")
     return name
+
+
+MemoryPathLike = str | MemoryPath
+"""What public methods accept as a memory path: the text (parsed) or a parsed path."""
+
+
+def as_path(value: MemoryPathLike) -> MemoryPath:
+    """``value`` as a :class:`MemoryPath`: parsed when a ``str`` (:class:`InvalidPath` if not
+    allowed), returned as is when already one; anything else is a :class:`TypeError`.
+
+    The one conversion point for every public method that takes a memory path.
+    """
+    if isinstance(value, MemoryPath):
+        return value
+    if isinstance(value, str):
+        return parse(value)
+    raise TypeError(f"a memory path must be a str or MemoryPath, not {type(value).__name__}")
+
+
+def as_paths(values: Iterable[MemoryPathLike]) -> list[MemoryPath]:
+    """Each of ``values`` through :func:`as_path`; one bare path (not in a list) is a TypeError."""
+    if isinstance(values, (str, MemoryPath)):
+        raise TypeError(f"expected a list of memory paths, not one path: write [{str(values)!r}]")
+    return [as_path(value) for value in values]

@@ -13,11 +13,11 @@ import heapq
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import format as fmt
 from ._version import __version__
@@ -39,9 +39,9 @@ from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, GcReport, Gi
 from .highwater import HighWater, KnownStores, Mark
 from .keysource import resolve_key
 from .limits import LimitedEditor, Limits, StoreSizer
-from .paths import MemoryPath
+from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
 from .revisions import resolve_named, split_revision
-from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy, screen
+from .secrets import DEFAULT_POLICY, Screened, SecretPolicy, check_policy, screen
 from .textops import Replacement, insert_at, replace_unique
 from .tree import (
     ListEntry,
@@ -58,6 +58,28 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 DEFAULT_LOCK_TIMEOUT = 30.0
 _CAS_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Change(Generic[T]):
+    """What a write's edit changed, to be committed as one operation.
+
+    ``paths`` are the memory paths the commit record lists, ``result`` goes back to the caller,
+    ``detail`` joins the record, and ``tree`` is the new root tree when the edit built it
+    itself (else the editor's tree is written).
+    """
+
+    paths: tuple[str, ...]
+    result: T
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    tree: str | None = None
+
+
+@dataclass(frozen=True)
+class NoChange(Generic[T]):
+    """What a write's edit returns when there is nothing to do: no commit is made."""
+
+    result: T
 
 
 def new_session_label() -> str:
@@ -107,6 +129,10 @@ class Operation:
             "gitmem": self.record.version,
             "detail": self.record.detail,
         }
+
+
+# A write's edit: given the head (None: empty store) and an editor on its tree, what changed.
+Edit = Callable[[Operation | None, TreeEditor], Change[T] | NoChange[T]]
 
 
 @dataclass
@@ -376,18 +402,20 @@ class MemoryStore:
             return Snapshot(self.codec, None if op is None else op.tree)
         return Snapshot(self.codec, self._operation(self.resolve(rev)).tree)
 
-    def kind(self, path: MemoryPath, rev: str | None = None) -> str | None:
+    def kind(self, path: MemoryPathLike, rev: str | None = None) -> str | None:
         """``"f"``, ``"d"`` or None for what is at ``path``."""
-        node = self.snapshot(rev).lookup(path)
+        node = self.snapshot(rev).lookup(as_path(path))
         return None if node is None else node.kind
 
-    def read_text(self, path: MemoryPath, rev: str | None = None) -> str:
+    def read_text(self, path: MemoryPathLike, rev: str | None = None) -> str:
         """The text of file ``path``; :class:`NotFound` or :class:`NotAFile` otherwise."""
-        return self.snapshot(rev).read_text(path)
+        return self.snapshot(rev).read_text(as_path(path))
 
-    def listing(self, path: MemoryPath, rev: str | None = None, depth: int = 2) -> list[ListEntry]:
+    def listing(
+        self, path: MemoryPathLike, rev: str | None = None, depth: int = 2
+    ) -> list[ListEntry]:
         """The rows Claude's ``view`` shows for directory ``path``."""
-        return self.snapshot(rev).listing(path, depth)
+        return self.snapshot(rev).listing(as_path(path), depth)
 
     def files(self, rev: str | None = None) -> dict[str, str]:
         """Every file's text, by path (for export, tests and comparisons)."""
@@ -482,28 +510,33 @@ class MemoryStore:
 
     # -- writing --------------------------------------------------------------------------
 
-    def _transact(
-        self,
-        command: str,
-        paths: list[str],
-        edit: Callable[[TreeEditor], T],
-        detail: dict[str, Any] | None = None,
-    ) -> tuple[Operation, T]:
-        """Run ``edit`` on the head's tree under the lock and commit the result as one op."""
+    def write(self, command: str, edit: Edit[T]) -> tuple[Operation | None, T]:
+        """The one way the memory changes: run ``edit`` and commit what it changed as one op.
+
+        Under the writer lock, ``edit`` gets the authenticated head (None for an empty store)
+        and a :class:`~gitmem.limits.LimitedEditor` on its tree, and returns a :class:`Change`
+        (committed as one operation named ``command``) or a :class:`NoChange` (nothing is
+        written). If the branch moved under the write (only a non-gitmem process can move it
+        while the lock is held), ``edit`` runs again on the new head, so it must not keep
+        state between runs. Returns the new operation (None for no change) and the result.
+        """
         with self.repo.write_lock(self.lock_timeout):
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
-                root = None if head is None else head.tree
-                editor = LimitedEditor(self.codec, root, self.limits, self.sizer)
-                result = edit(editor)
-                tree = editor.write()
+                editor = LimitedEditor(
+                    self.codec, None if head is None else head.tree, self.limits, self.sizer
+                )
+                outcome = edit(head, editor)
+                if isinstance(outcome, NoChange):
+                    return None, outcome.result
+                tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
-                    op = self._commit(tree, head, command, paths, detail or {})
+                    op = self._commit(tree, head, command, outcome.paths, outcome.detail)
                 except ConflictError:
-                    # Only a non-gitmem process can move the ref while we hold the lock; redo
-                    # the edit on whatever it left, which is checked like any other head.
+                    # Redo the edit on whatever the other process left, which is checked like
+                    # any other head.
                     continue
-                return op, result
+                return op, outcome.result
             raise ConflictError("the branch kept moving during the write; nothing was written")
 
     def _commit(
@@ -511,8 +544,8 @@ class MemoryStore:
         tree: str,
         head: Operation | None,
         command: str,
-        paths: list[str],
-        detail: dict[str, Any],
+        paths: Sequence[str],
+        detail: Mapping[str, Any],
     ) -> Operation:
         parents = () if head is None else (head.commit,)
         record = Record(
@@ -522,7 +555,7 @@ class MemoryStore:
             command=command,
             paths=tuple(paths),
             version=__version__,
-            detail=detail,
+            detail=dict(detail),
         )
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
@@ -537,129 +570,136 @@ class MemoryStore:
                 self.high_water.advance(Mark(commit, op.seq))
         return op
 
-    def create(self, path: MemoryPath, text: str, *, overwrite: bool = False) -> Operation:
-        """Write a new file (parents made as needed); :class:`PathExists` if something is there."""
-        detail: dict[str, Any] = {}
-
-        def edit(tree: TreeEditor) -> None:
-            existing = tree.kind(path)
-            if existing == KIND_DIR or (existing == KIND_FILE and not overwrite):
-                raise PathExists(str(path))
-            tree.put_file(path, self._screen("", text, detail).encode("utf-8"))
-
-        return self._transact("create", [str(path)], edit, detail)[0]
-
-    def str_replace(self, path: MemoryPath, old: str, new: str) -> tuple[Operation, Replacement]:
-        """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
-
-        detail: dict[str, Any] = {}
-
-        def edit(tree: TreeEditor) -> Replacement:
-            content = decode_text(tree.read_bytes(path), path)
-            result = replace_unique(content, old, new)
-            text = self._screen(content, result.text, detail)
-            if text != result.text:
-                result = Replacement(text, result.changed_line)
-            tree.put_file(path, text.encode("utf-8"))
-            return result
-
-        return self._transact("str_replace", [str(path)], edit, detail)
-
-    def insert(self, path: MemoryPath, line: int, text: str) -> Operation:
-        """Insert ``text`` after line ``line`` of file ``path`` (0 = at the top)."""
-
-        detail: dict[str, Any] = {}
-
-        def edit(tree: TreeEditor) -> None:
-            content = decode_text(tree.read_bytes(path), path)
-            result = self._screen(content, insert_at(content, line, text), detail)
-            tree.put_file(path, result.encode("utf-8"))
-
-        return self._transact("insert", [str(path)], edit, detail)[0]
-
-    def _screen(self, before: str, after: str, detail: dict[str, Any]) -> str:
-        """Apply the secrets policy to a write turning ``before`` into ``after``.
+    def screen(self, before: str, after: str) -> Screened:
+        """Apply the store's secrets policy to a write turning file text ``before`` into ``after``.
 
         Raises :class:`~gitmem.secrets.SecretRefused` under ``reject``; under ``redact`` the
-        commit record's ``detail["redacted"]`` lists the kinds and lines replaced.
+        result's text has the findings replaced, and :meth:`Screened.record` says what for the
+        commit record's ``detail["redacted"]``.
         """
-        screened = screen(before, after, self.secrets)
-        detail.pop("redacted", None)  # the edit may run again after a compare-and-swap retry
-        if screened.redacted:
-            detail["redacted"] = screened.record()
-        return screened.text
+        return screen(before, after, self.secrets)
 
-    def delete(self, path: MemoryPath) -> Operation:
+    def _put_text(self, tree: TreeEditor, path: MemoryPath, before: str, after: str) -> Change[str]:
+        """Screen and write ``after`` at ``path``: the change, whose result is the text stored."""
+        screened = self.screen(before, after)
+        tree.put_file(path, screened.text.encode("utf-8"))
+        detail = {"redacted": screened.record()} if screened.redacted else {}
+        return Change((str(path),), screened.text, detail)
+
+    def create(self, path: MemoryPathLike, text: str, *, overwrite: bool = False) -> Operation:
+        """Write a new file (parents made as needed); :class:`PathExists` if something is there."""
+        target = as_path(path)
+
+        def edit(_: Operation | None, tree: TreeEditor) -> Change[str]:
+            existing = tree.kind(target)
+            if existing == KIND_DIR or (existing == KIND_FILE and not overwrite):
+                raise PathExists(str(target))
+            return self._put_text(tree, target, "", text)
+
+        return self._write_one("create", edit)
+
+    def str_replace(
+        self, path: MemoryPathLike, old: str, new: str
+    ) -> tuple[Operation, Replacement]:
+        """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
+        target = as_path(path)
+
+        def edit(_: Operation | None, tree: TreeEditor) -> Change[Replacement]:
+            content = decode_text(tree.read_bytes(target), target)
+            result = replace_unique(content, old, new)
+            change = self._put_text(tree, target, content, result.text)
+            stored = Replacement(change.result, result.changed_line)
+            return Change(change.paths, stored, change.detail)
+
+        op, result = self.write("str_replace", edit)
+        assert op is not None  # the edit always changes something or raises
+        return op, result
+
+    def insert(self, path: MemoryPathLike, line: int, text: str) -> Operation:
+        """Insert ``text`` after line ``line`` of file ``path`` (0 = at the top)."""
+        target = as_path(path)
+
+        def edit(_: Operation | None, tree: TreeEditor) -> Change[str]:
+            content = decode_text(tree.read_bytes(target), target)
+            return self._put_text(tree, target, content, insert_at(content, line, text))
+
+        return self._write_one("insert", edit)
+
+    def delete(self, path: MemoryPathLike) -> Operation:
         """Delete file or directory ``path`` (recursively); the root cannot be deleted."""
-        if path.is_root:
+        target = as_path(path)
+        if target.is_root:
             raise UsageError("Cannot delete the /memories directory itself")
-        return self._transact("delete", [str(path)], lambda tree: tree.remove(path))[0]
 
-    def rename(self, old: MemoryPath, new: MemoryPath) -> Operation:
+        def edit(_: Operation | None, tree: TreeEditor) -> Change[None]:
+            tree.remove(target)
+            return Change((str(target),), None)
+
+        return self._write_one("delete", edit)
+
+    def rename(self, old: MemoryPathLike, new: MemoryPathLike) -> Operation:
         """Move ``old`` to ``new`` (parents made as needed); never overwrites."""
-        if old.is_root:
+        source, dest = as_path(old), as_path(new)
+        if source.is_root:
             raise UsageError("Cannot rename the /memories directory itself")
 
-        def edit(tree: TreeEditor) -> None:
-            if tree.kind(new) is not None:
-                raise PathExists(str(new))
-            if tree.kind(old) is None:
-                raise NotFound(str(old))
-            if new.is_within(old):
-                raise UsageError(f"Cannot move {old} into itself")
-            tree.move(old, new)
+        def edit(_: Operation | None, tree: TreeEditor) -> Change[None]:
+            if tree.kind(dest) is not None:
+                raise PathExists(str(dest))
+            if tree.kind(source) is None:
+                raise NotFound(str(source))
+            if dest.is_within(source):
+                raise UsageError(f"Cannot move {source} into itself")
+            tree.move(source, dest)
+            return Change((str(source), str(dest)), None)
 
-        return self._transact("rename", [str(old), str(new)], edit)[0]
+        return self._write_one("rename", edit)
 
-    def restore(self, rev: str, paths: Sequence[MemoryPath] | None = None) -> Operation:
+    def _write_one(self, command: str, edit: Edit[Any]) -> Operation:
+        """:meth:`write` for an edit that always changes something (or raises)."""
+        op, _ = self.write(command, edit)
+        assert op is not None
+        return op
+
+    def restore(self, rev: str, paths: Iterable[MemoryPathLike] | None = None) -> Operation:
         """Make the memory equal to its state at ``rev``, as one new commit (``restore``).
 
         With ``paths``, only those files and directories are put back as they were at ``rev``
         (removed if they did not exist then); the rest of the memory stays as it is.
         """
-        target = self.operation(rev)
-        if paths is not None and not any(p.is_root for p in paths):
-            return self._restore_paths(target, sorted(set(paths)))
-        with self.repo.write_lock(self.lock_timeout):
-            head = self.head_operation()
-            before = Snapshot(self.codec, None if head is None else head.tree)
-            after = Snapshot(self.codec, target.tree)
-            changed = changed_files(before, after)
-            detail = {"from": target.commit, "from_seq": target.seq}
-            return self._commit(target.tree, head, "restore", changed, detail)
-
-    def _restore_paths(self, target: Operation, paths: list[MemoryPath]) -> Operation:
-        if not paths:
+        wanted = None if paths is None else sorted(set(as_paths(paths)))
+        if wanted is not None and not wanted:
             raise UsageError("give at least one path to restore")
+        target = self.operation(rev)
+        detail: dict[str, Any] = {"from": target.commit, "from_seq": target.seq}
+        whole = wanted is None or any(p.is_root for p in wanted)
+        if not whole:
+            detail["paths"] = [str(p) for p in wanted or ()]
         source = Snapshot(self.codec, target.tree)
-        with self.repo.write_lock(self.lock_timeout):
-            head = self.head_operation()
-            editor = TreeEditor(self.codec, None if head is None else head.tree)
-            for path in paths:
+
+        def edit(head: Operation | None, tree: TreeEditor) -> Change[None]:
+            before = Snapshot(self.codec, None if head is None else head.tree)
+            if whole:
+                return Change(tuple(changed_files(before, source)), None, detail, target.tree)
+            for path in wanted or ():
                 node = source.lookup(path)
-                if editor.kind(path) is not None:
-                    editor.remove(path)
+                if tree.kind(path) is not None:
+                    tree.remove(path)
                 elif node is None:
                     raise NotFound(f"{path} exists neither at {target.commit[:10]} nor now")
                 if node is not None:
                     try:
-                        parent = editor.ensure_parent(path)
+                        tree.graft(path, node)
                     except NotAFile as exc:
                         raise UsageError(
                             f"cannot restore {path}: {exc.path} is a file now; restore or "
                             "delete it too"
                         ) from None
-                    # Names are sealed with their parent path, which is the same here.
-                    parent.nodes[path.name] = node
-            tree = editor.write()
-            before = Snapshot(self.codec, None if head is None else head.tree)
-            changed = changed_files(before, Snapshot(self.codec, tree))
-            detail = {
-                "from": target.commit,
-                "from_seq": target.seq,
-                "paths": [str(p) for p in paths],
-            }
-            return self._commit(tree, head, "restore", changed, detail)
+            after = tree.write()
+            changed = changed_files(before, Snapshot(self.codec, after))
+            return Change(tuple(changed), None, detail, after)
+
+        return self._write_one("restore", edit)
 
     def expire(
         self, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
@@ -670,31 +710,30 @@ class MemoryStore:
         :mod:`gitmem.expiry`); reads never count. With ``dry_run`` nothing is written. When
         nothing is old enough no commit is made. The result's ``operation`` is the commit.
         """
-        from .expiry import NothingExpired, plan_expiry
+        from .expiry import plan_expiry
 
         moment = datetime.now(timezone.utc) if now is None else now
         if dry_run:
             return plan_expiry(self, self.head_operation(), older_than, moment)
-        removed: list[str] = []
-        detail: dict[str, Any] = {"older_than_seconds": older_than.total_seconds()}
 
-        def edit(tree: TreeEditor) -> ExpiryResult:
+        def edit(
+            head: Operation | None, tree: TreeEditor
+        ) -> Change[ExpiryResult] | NoChange[ExpiryResult]:
             # Planned under the writer lock, so no write can touch a file between the decision
             # and the commit.
-            plan = plan_expiry(self, self.head_operation(), older_than, moment)
+            plan = replace(plan_expiry(self, head, older_than, moment), dry_run=False)
             if not plan.expired:
-                raise NothingExpired(plan)
-            removed[:] = [str(f.path) for f in plan.expired]
-            detail["cutoff"] = plan.cutoff.isoformat().replace("+00:00", "Z")
+                return NoChange(plan)
             for item in plan.expired:
                 tree.remove(item.path)
-            return plan
+            detail = {
+                "older_than_seconds": older_than.total_seconds(),
+                "cutoff": plan.cutoff.isoformat().replace("+00:00", "Z"),
+            }
+            return Change(tuple(str(f.path) for f in plan.expired), plan, detail)
 
-        try:
-            op, plan = self._transact("expire", removed, edit, detail)
-        except NothingExpired as nothing:
-            return replace(nothing.plan, dry_run=False)
-        return replace(plan, operation=op, dry_run=False)
+        op, plan = self.write("expire", edit)
+        return plan if op is None else replace(plan, operation=op)
 
     # -- verification ---------------------------------------------------------------------
 

@@ -450,6 +450,14 @@ class TreeEditor:
             raise PathExists(str(path))
         parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data))
 
+    def graft(self, path: MemoryPath, node: Node) -> None:
+        """Put the committed ``node`` at ``path``, where it was committed, replacing any entry.
+
+        Names are sealed with their parent path, so a node is only valid at the path it was
+        committed at (a restore's source). Missing parents are made.
+        """
+        self.ensure_parent(path).nodes[path.name] = node
+
     def put_dir(self, path: MemoryPath) -> None:
         """Make the directory ``path`` (and its parents) if it does not exist."""
         self._descend(path, create=True)

@@ -1,0 +1,150 @@
+"""The store's Python surface: paths as text or MemoryPath, and one write primitive for all."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gitmem
+from gitmem import history, parse_path
+from gitmem.errors import ConflictError, InvalidPath
+from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.store import Change, NoChange, Operation
+from gitmem.tree import TreeEditor
+
+
+def test_every_path_method_takes_text_or_a_memory_path(store: gitmem.MemoryStore) -> None:
+    for as_given in (str, parse_path):
+        store.create(as_given("/memories/d/a.md"), "one\ntwo\n", overwrite=True)
+        assert store.kind(as_given("/memories/d/a.md")) == "f"
+        assert store.kind(as_given("/memories/d")) == "d"
+        assert store.read_text(as_given("/memories/d/a.md")) == "one\ntwo\n"
+        assert [row.relative for row in store.listing(as_given("/memories/d"))] == ["a.md"]
+        store.str_replace(as_given("/memories/d/a.md"), "two", "three")
+        store.insert(as_given("/memories/d/a.md"), 0, "zero")
+        store.rename(as_given("/memories/d/a.md"), as_given("/memories/d/b.md"))
+        assert history.cat(store, as_given("/memories/d/b.md")) == "zero\none\nthree\n"
+        assert [line.text for line in history.blame(store, as_given("/memories/d/b.md"))] == [
+            "zero",
+            "one",
+            "three",
+        ]
+        logged = list(history.log(store, paths=[as_given("/memories/d/b.md")]))
+        assert [op.command for op in logged][:3] == ["rename", "insert", "str_replace"]
+        first = logged[-1].commit
+        assert [c.path for c in history.diff(store, first, paths=[as_given("/memories/d")])]
+        assert history.restore_preview(store, first, [as_given("/memories/d")])
+        store.restore(first, paths=[as_given("/memories/d")])
+        assert store.kind(as_given("/memories/d/b.md")) is None
+        store.delete(as_given("/memories/d"))
+        assert store.kind("/memories/d") is None
+
+
+def test_a_path_that_is_neither_text_nor_memory_path_is_a_type_error(
+    store: gitmem.MemoryStore,
+) -> None:
+    store.create("/memories/a.md", "x\n")
+    for call in (
+        lambda: store.read_text(Path("/memories/a.md")),  # type: ignore[arg-type]
+        lambda: store.kind(b"/memories/a.md"),  # type: ignore[arg-type]
+        lambda: store.create(None, "x"),  # type: ignore[arg-type]
+        lambda: history.cat(store, 3),  # type: ignore[arg-type]
+        lambda: store.restore("HEAD", paths="/memories/a.md"),
+        lambda: list(history.log(store, paths=parse_path("/memories/a.md"))),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match="memory path"):
+            call()
+    with pytest.raises(InvalidPath):
+        store.read_text("/etc/passwd")
+    assert store.files() == {"/memories/a.md": "x\n"}
+
+
+def intrude_once(store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make another writer (not gitmem, so not under its lock) move the branch once, just
+    before the store's next compare-and-swap; returns the list its commit id is put in."""
+    other = gitmem.MemoryStore(GitRepo(store.path), store.keys, check_rollback=False)
+    real = GitRepo.update_ref
+    moved: list[str] = []
+
+    def update_ref(self: GitRepo, name: str, new: str, expected: str | None) -> None:
+        if name == BRANCH and not moved:
+            moved.append("")  # the intruder's own ref update below passes straight through
+            head = other.head_operation()
+            editor = TreeEditor(other.codec, None if head is None else head.tree)
+            editor.put_file(parse_path("/memories/intruder.md"), b"in\n")
+            moved[0] = other._commit(editor.write(), head, "create", [], {}).commit
+        real(self, name, new, expected)
+
+    monkeypatch.setattr(GitRepo, "update_ref", update_ref)
+    return moved
+
+
+@pytest.mark.parametrize("paths", [None, ["/memories/a.md"]], ids=["whole", "paths"])
+def test_restore_retries_when_the_branch_moves(
+    store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch, paths: list[str] | None
+) -> None:
+    first = store.create("/memories/a.md", "old\n")
+    store.str_replace("/memories/a.md", "old", "new")
+    moved = intrude_once(store, monkeypatch)
+    op = store.restore(first.commit, paths=paths)
+    assert moved and op.parents == (moved[0],)  # redone on top of the intruder's commit
+    assert store.read_text("/memories/a.md") == "old\n"
+    assert op.seq == 4
+
+
+def test_every_write_retries_when_the_branch_moves(
+    store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("/memories/a.md", "a\n")
+    writes: list[Any] = [
+        lambda: store.create("/memories/b.md", "b\n"),
+        lambda: store.str_replace("/memories/a.md", "a", "A"),
+        lambda: store.insert("/memories/a.md", 1, "z"),
+        lambda: store.rename("/memories/b.md", "/memories/c.md"),
+        lambda: store.delete("/memories/c.md"),
+        lambda: store.expire(timedelta(seconds=1), now=datetime.now(timezone.utc) + timedelta(1)),
+    ]
+    for write in writes:
+        moved = intrude_once(store, monkeypatch)
+        write()
+        monkeypatch.undo()
+        assert moved and store.repo.read_commit(store.head() or "").parents == (moved[0],)
+
+
+def test_an_edit_with_nothing_to_do_commits_nothing(store: gitmem.MemoryStore) -> None:
+    store.create("/memories/a.md", "a\n")
+    before = store.head()
+
+    def nothing(head: Operation | None, tree: TreeEditor) -> NoChange[str]:
+        return NoChange("nothing")
+
+    assert store.write("custom", nothing) == (None, "nothing")
+    assert store.head() == before
+
+    def add(head: Operation | None, tree: TreeEditor) -> Change[int]:
+        tree.put_file(parse_path("/memories/b.md"), b"b\n")
+        return Change(("/memories/b.md",), 7, {"why": "test"})
+
+    op, result = store.write("custom", add)
+    assert result == 7 and op is not None
+    assert (op.command, op.paths, op.record.detail) == (
+        "custom",
+        ("/memories/b.md",),
+        {"why": "test"},
+    )
+
+
+def test_a_branch_that_never_stops_moving_is_a_conflict(
+    store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("/memories/a.md", "a\n")
+
+    def always_moved(self: GitRepo, name: str, new: str, expected: str | None) -> None:
+        raise ConflictError("moved")
+
+    monkeypatch.setattr(GitRepo, "update_ref", always_moved)
+    with pytest.raises(ConflictError, match="kept moving"):
+        store.restore("HEAD")
