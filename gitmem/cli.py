@@ -5,6 +5,10 @@ and prints. Errors are turned into a message and an exit code in exactly one pla
 (:class:`GitMemGroup`), from the exit code on the exception's class; with ``--json`` the message
 is one JSON object on stderr. Human output is coloured and paged only on a terminal; ``--json``
 output is one object per line, streamed. ``docs/cli.md`` documents every command.
+
+The options every command shares (:func:`shared_options`: ``--repo``, ``--key-file``,
+``--color``, ``--no-pager``) are added to each command by :class:`GitMemGroup`, so they work
+before or after the command's name, and a new command gets them by being added to the group.
 """
 
 from __future__ import annotations
@@ -29,9 +33,17 @@ from . import history
 from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
-from .errors import GitMemError, IntegrityError, UsageError
-from .keysource import ENV_KEY, ENV_KEY_FILE, resolve_key, user_key_path, write_key_file
+from .errors import GitMemError, IntegrityError, KeyMissing, UsageError
+from .keysource import (
+    ENV_KEY,
+    ENV_KEY_FILE,
+    read_key_file,
+    resolve_key,
+    user_key_path,
+    write_key_file,
+)
 from .paths import MemoryPath
+from .render import plural
 from .revisions import SESSION_PREFIX, parse_time
 from .store import MemoryStore, Operation
 
@@ -40,24 +52,31 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass
 class CliState:
-    """What the group's options say, shared with every command through the click context."""
+    """What the options say, shared with every command through the click context."""
 
     repo: str | None = None
-    json_errors: bool = False
+    key_file: Path | None = None
+    as_json: bool = False
     color: bool | None = None  # None: colour only when writing to a terminal
     pager: bool = True
     _store: MemoryStore | None = field(default=None, repr=False)
 
     def colour(self) -> bool:
         """Whether human output is coloured: ``--color``, else ``NO_COLOR``, else a terminal."""
-        return _isatty(sys.stdout) if self.color is None else self.color
+        if self.color is None:
+            return not os.environ.get("NO_COLOR") and _isatty(sys.stdout)
+        return self.color
+
+    def key(self) -> bytes | None:
+        """The key of ``--key-file``, or None to look in the environment and key files."""
+        return None if self.key_file is None else read_key_file(self.key_file)
 
     def store(self) -> MemoryStore:
         """Open the store named by ``--repo`` / ``GITMEM_REPO`` (once per invocation)."""
         if self._store is None:
             if not self.repo:
                 raise UsageError("no store given: pass --repo PATH or set GITMEM_REPO")
-            self._store = MemoryStore.open(self.repo, session=cli_session())
+            self._store = MemoryStore.open(self.repo, self.key(), session=cli_session())
         return self._store
 
 
@@ -69,26 +88,88 @@ def cli_session() -> str:
     return os.environ.get("GITMEM_SESSION") or "cli"
 
 
-def fail(exc: GitMemError, json_errors: bool) -> NoReturn:
+def error_message(exc: GitMemError, state: CliState | None) -> str:
+    """``exc``'s message in the command line's words (the library's may name Python calls)."""
+    if isinstance(exc, KeyMissing) and exc.searched:
+        # The library suggests `key=...`; on the command line the sources are options and files.
+        store = state.repo if state is not None and state.repo else "the store"
+        where = (
+            f"the per-user key file {exc.key_file} does not exist"
+            if exc.key_file is not None
+            else "this store has no per-user key file yet"
+        )
+        return (
+            f"no key for {store}: {ENV_KEY} and {ENV_KEY_FILE} are not set, and {where}. "
+            f"Give --key-file FILE, set {ENV_KEY} to the key text or {ENV_KEY_FILE} to a file "
+            "holding it"
+            + (f", or save the key (mode 0600) as {exc.key_file}" if exc.key_file else "")
+        )
+    return str(exc)
+
+
+def fail(exc: GitMemError, state: CliState | None) -> NoReturn:
     """Report ``exc`` on stderr and exit with its code."""
-    if json_errors:
-        body = {"error": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
-        click.echo(json.dumps(body), err=True)
+    message = error_message(exc, state)
+    if state is not None and state.as_json:
+        body = {"error": type(exc).__name__, "message": message, "exit_code": exc.exit_code}
+        click.echo(json_line(body), err=True)
     else:
-        click.echo(f"gitmem: error: {exc}", err=True)
+        click.echo(f"gitmem: error: {message}", err=True)
     sys.exit(exc.exit_code)
 
 
+def note(text: str) -> None:
+    """Tell a person something on stderr that is not an error (``gitmem: no operations match``).
+
+    Not with ``--json``: there the empty output is the answer, and stderr stays for errors.
+    """
+    ctx = click.get_current_context(silent=True)
+    state = None if ctx is None else ctx.find_object(CliState)
+    if state is None or not state.as_json:
+        click.echo(f"gitmem: {text}", err=True)
+
+
+# `--` separates revisions from memory paths, as in git. Click would end option parsing there,
+# so `diff A -- PATH --stat` would take `--stat` for a path; the token is swapped for this mark,
+# which no argument from argv can equal (argv strings cannot hold NUL).
+PATHS_MARK = "\0--"
+
+
+class GitMemCommand(click.Command):
+    """A command whose positional arguments may hold a ``--`` with options after it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args``; in commands taking revisions and paths, ``--`` is kept as a mark."""
+        variadic = any(isinstance(p, click.Argument) and p.nargs == -1 for p in self.params)
+        if variadic and "--" in args:
+            at = args.index("--")
+            args = [*args[:at], PATHS_MARK, *args[at + 1 :]]
+        return super().parse_args(ctx, args)
+
+
 class GitMemGroup(click.Group):
-    """A click group that maps every :class:`GitMemError` to its message and exit code."""
+    """The ``gitmem`` group: shared options on every command, and the one error translator."""
+
+    command_class = GitMemCommand
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add ``cmd`` with the shared options it does not define itself.
+
+        A command marked :func:`without_store` gets no ``--repo``/``--key-file``: it would
+        ignore them.
+        """
+        own = {param.name for param in cmd.params}
+        if getattr(cmd.callback, "without_store", False):
+            own |= {"repo", "key_file"}
+        cmd.params.extend(p for p in shared_options() if p.name not in own)
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a GitMemError becomes one line (or JSON object) and an exit code."""
         try:
             return super().invoke(ctx)
         except GitMemError as exc:
-            state = ctx.find_object(CliState)
-            fail(exc, state.json_errors if state else False)
+            fail(exc, ctx.find_object(CliState))
         except BrokenPipeError:
             # The reader went away (`gitmem log | head`): stop quietly with git's status.
             _silence_stdout()
@@ -105,49 +186,114 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+def without_store(func: F) -> F:
+    """Mark a command that opens no store given by ``--repo`` (``gitmem demo``)."""
+    func.without_store = True  # type: ignore[attr-defined]
+    return func
+
+
+# -- options every command shares -------------------------------------------------------------
+# Each callback writes into CliState, so the value is the same whether the option came before
+# the command's name or after it (the later one wins).
+
+
+def _set_repo(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(CliState).repo = value
+
+
+def _set_key_file(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.ensure_object(CliState).key_file = value
+
+
+def _set_color(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    ctx.ensure_object(CliState).color = {"always": True, "never": False}.get(value)
+
+
+def _disable_pager(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
-        ctx.ensure_object(CliState).json_errors = True
-    return value
+        ctx.ensure_object(CliState).pager = False
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    state = ctx.ensure_object(CliState)
+    state.as_json = state.as_json or value
+    return state.as_json
+
+
+def shared_options(*, repo_envvar: str | None = None) -> list[click.Option]:
+    """The options of the group that every command also accepts after its name.
+
+    Only the group's ``--repo`` reads ``$GITMEM_REPO``, so a command's ``--repo`` overrides it.
+    """
+    return [
+        click.Option(
+            ["--repo"],
+            envvar=repo_envvar,
+            metavar="PATH",
+            expose_value=False,
+            callback=_set_repo,
+            help="The store (a bare git repository). Default: $GITMEM_REPO.",
+        ),
+        click.Option(
+            ["--key-file"],
+            type=click.Path(path_type=Path, dir_okay=False),
+            metavar="FILE",
+            expose_value=False,
+            callback=_set_key_file,
+            help="Read the key from FILE (before $GITMEM_KEY, $GITMEM_KEY_FILE, key files).",
+        ),
+        click.Option(
+            ["--color"],
+            type=click.Choice(["auto", "always", "never"]),
+            expose_value=False,
+            callback=_set_color,
+            help="Colour human output: auto (the default) = on a terminal unless NO_COLOR is set.",
+        ),
+        click.Option(
+            ["--no-pager"],
+            is_flag=True,
+            expose_value=False,
+            callback=_disable_pager,
+            help="Never page long output (default: $PAGER or less, on a terminal).",
+        ),
+    ]
+
+
+_JSON_FLAG: dict[str, Any] = {
+    "is_flag": True,
+    "callback": _set_json,
+    "help": "Print one JSON object per line (and errors as JSON on stderr).",
+}
 
 
 def json_option(func: F) -> F:
-    """``--json``: one JSON object per line on stdout, and fatal errors as JSON on stderr."""
+    """``--json`` on a command, passed to it as ``as_json``.
+
+    One JSON object per line on stdout, and fatal errors as JSON on stderr;
+    ``gitmem --json COMMAND`` and ``gitmem COMMAND --json`` are the same.
+    """
+    return click.option("--json", "as_json", **_JSON_FLAG)(func)
+
+
+def rev_option(func: F) -> F:
+    """``--rev REV``: the older spelling of a command's positional REV, kept for scripts."""
     return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=True,
-        callback=_set_json,
-        help="Print one JSON object per line (and errors as JSON on stderr).",
+        "--rev", "rev_option", metavar="REV", help="The same as the positional REV."
     )(func)
 
 
 def emit_json(obj: dict[str, Any]) -> None:
     """Print one JSON object on one line."""
-    click.echo(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+    click.echo(json_line(obj))
 
 
 def json_line(obj: dict[str, Any]) -> str:
     """One JSON object as one line (keys sorted, UTF-8 kept)."""
     return json.dumps(obj, ensure_ascii=False, sort_keys=True)
-
-
-def _disable_pager(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.ensure_object(CliState).pager = False
-    return value
-
-
-def pager_option(func: F) -> F:
-    """``--no-pager`` on a command (the same as ``gitmem --no-pager COMMAND``)."""
-    return click.option(
-        "--no-pager",
-        is_flag=True,
-        expose_value=False,
-        callback=_disable_pager,
-        help="Print straight to the terminal instead of through a pager.",
-    )(func)
 
 
 def _isatty(stream: IO[Any]) -> bool:
@@ -241,11 +387,15 @@ def memory_path(raw: str) -> MemoryPath:
 
 
 def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str], list[MemoryPath]]:
-    """Arguments that start with ``/`` are memory paths, the others (before them) revisions."""
+    """Arguments that start with ``/`` (or follow ``--``) are memory paths, those before them
+    revisions."""
     revs: list[str] = []
     found: list[MemoryPath] = []
+    after_mark = False
     for arg in args:
-        if arg.startswith("/"):
+        if arg == PATHS_MARK:
+            after_mark = True
+        elif after_mark or arg.startswith("/"):
             found.append(memory_path(arg))
         elif found:
             raise UsageError(f"{arg!r} comes after a path: give revisions before paths")
@@ -259,16 +409,22 @@ def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str],
     return revs, found
 
 
-KNOWN_COMMANDS = (
-    "create",
-    "str_replace",
-    "insert",
-    "delete",
-    "rename",
-    "restore",
-    "import",
-    "expire",
-)
+def one_rev(positional: Sequence[str], option: str | None) -> str | None:
+    """The revision given as ``REV`` or as ``--rev REV`` (the same one if both)."""
+    given = {*positional, *([option] if option is not None else [])}
+    if len(given) > 1:
+        raise UsageError(f"two revisions given ({', '.join(sorted(given))}): give one")
+    return next(iter(given), None)
+
+
+def rev_and_target(args: Sequence[str], option: str | None, what: str) -> tuple[str | None, str]:
+    """``[REV] TARGET``: the revision (also from ``--rev``) and the last argument."""
+    words = [arg for arg in args if arg != PATHS_MARK]
+    if not words:
+        raise UsageError(f"give the {what}")
+    if len(words) > 2:
+        raise UsageError(f"too many arguments ({' '.join(words)}): give [REV] {what.upper()}")
+    return one_rev(words[:-1], option), words[-1]
 
 
 def complete_memory_path(
@@ -278,10 +434,11 @@ def complete_memory_path(
     if incomplete and not incomplete.startswith("/"):
         return []
     try:
-        repo = ctx.find_root().params.get("repo") or os.environ.get("GITMEM_REPO")
+        state = ctx.find_object(CliState) or CliState()
+        repo = state.repo or os.environ.get("GITMEM_REPO")
         if not repo:
             return []
-        store = MemoryStore.open(repo, check_rollback=False)
+        store = MemoryStore.open(repo, state.key(), check_rollback=False)
         names = [str(p) + ("/" if node.kind == "d" else "") for p, node in store.snapshot().walk()]
     except Exception:  # completion must never print a traceback into the shell
         return []
@@ -292,50 +449,28 @@ def complete_command(
     _ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Shell completion of the memory commands a history records."""
-    return [CompletionItem(c) for c in KNOWN_COMMANDS if c.startswith(incomplete)]
-
-
-def _set_color(ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    state = ctx.ensure_object(CliState)
-    state.color = {"always": True, "never": False}.get(value)
-    if value == "auto" and os.environ.get("NO_COLOR"):
-        state.color = False
-    return value
+    return [CompletionItem(c) for c in history.COMMANDS if c.startswith(incomplete)]
 
 
 @click.group(cls=GitMemGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--repo",
-    envvar="GITMEM_REPO",
-    metavar="PATH",
-    help="The store (a bare git repository). Default: $GITMEM_REPO.",
-)
-@click.option(
-    "--color",
-    type=click.Choice(["auto", "always", "never"]),
-    default="auto",
-    show_default=True,
-    expose_value=False,
-    callback=_set_color,
-    help="Colour human output: auto = on a terminal unless NO_COLOR is set.",
-)
-@click.option(
-    "--no-pager",
-    is_flag=True,
-    expose_value=False,
-    callback=_disable_pager,
-    help="Never page long output (default: $PAGER or less, on a terminal).",
-)
 @click.version_option(__version__, prog_name="gitmem")
-@click.pass_context
-def main(ctx: click.Context, repo: str | None) -> None:
+def main() -> None:
     """gitmem: an encrypted, versioned memory store for Claude's memory tool.
 
-    The key comes from $GITMEM_KEY, the file named by $GITMEM_KEY_FILE, or the per-user key
-    file that `gitmem init` writes. Revisions: a commit id (or 4+ digits of one), HEAD, HEAD~N,
-    session:NAME, @{TIME}. Full reference: docs/cli.md.
+    The key comes from --key-file, $GITMEM_KEY, the file named by $GITMEM_KEY_FILE, or the
+    per-user key file that `gitmem init` writes. Revisions: a commit id (or 4+ digits of one),
+    HEAD, HEAD~N, session:NAME, @{TIME}. The options above and --json also work after a
+    command's name. Full reference: docs/cli.md.
     """
-    ctx.ensure_object(CliState).repo = repo
+
+
+# The group's own options: the shared ones (with $GITMEM_REPO as --repo's default) and --json.
+main.params.extend(
+    [
+        *shared_options(repo_envvar="GITMEM_REPO"),
+        click.Option(["--json", "as_json"], expose_value=False, **_JSON_FLAG),
+    ]
+)
 
 
 @main.command()
@@ -354,15 +489,26 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
         raise UsageError("give the new store's PATH (or --repo / GITMEM_REPO)")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists and is not empty")
-    # A key already in the environment is used, not replaced: the store must open with it.
-    given = os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE)
-    env_key = ENV_KEY if os.environ.get(ENV_KEY) else ENV_KEY_FILE if given else None
-    key = resolve_key(None, None) if given else decode_key(generate_key())
+    if print_key and state.key_file is not None:
+        raise UsageError("give --print-key or --key-file, not both")
+    # A key the user already has is used, not replaced: the store must open with it.
+    env_key = ENV_KEY if os.environ.get(ENV_KEY) else None
+    env_key = env_key or (ENV_KEY_FILE if os.environ.get(ENV_KEY_FILE) else None)
+    key_path = state.key_file
+    if key_path is not None and key_path.exists():
+        key, source = read_key_file(key_path), f"Key: the one in {key_path}"
+    elif key_path is not None:
+        key, source = decode_key(generate_key()), f"Key saved to {key_path} (owner-only)."
+        write_key_file(key_path, key)  # before the store: never a store without its key saved
+    elif env_key is not None:
+        key, source = resolve_key(None, None), f"Key: the one in {env_key} (not saved elsewhere)"
+    else:
+        key, source = decode_key(generate_key()), ""
     store = MemoryStore.init(target, key)
-    key_path = None
-    if not print_key and not env_key:
+    if not source and not print_key:
         key_path = user_key_path(store.store_id)
         write_key_file(key_path, key)
+        source = f"Key saved to {key_path} (owner-only)."
     if as_json:
         body: dict[str, Any] = {
             "store": str(target),
@@ -378,10 +524,8 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
     if print_key:
         click.echo("Key (shown once; store it safely, e.g. in GITMEM_KEY or a 0600 file):")
         click.echo(encode_key(key))
-    elif env_key:
-        click.echo(f"Key: the one in {env_key} (not saved anywhere else)")
     else:
-        click.echo(f"Key saved to {key_path} (owner-only).")
+        click.echo(source)
     click.echo("Losing the key loses the memory: keep a backup of it.")
 
 
@@ -439,8 +583,10 @@ def stat_lines(changes: Sequence[history.FileChange]) -> list[str]:
         lines.append(f" {name.ljust(width)} | {str(count).rjust(digits)} {bar}".rstrip())
     added = sum(c.added for c in changes)
     removed = sum(c.removed for c in changes)
+    # git's own wording: "1 file changed, 1 insertion(+), 2 deletions(-)".
     lines.append(
-        f" {len(changes)} file(s) changed, {added} insertion(s)(+), {removed} deletion(s)(-)"
+        f" {plural(len(changes), 'file')} changed, {plural(added, 'insertion')}(+), "
+        f"{plural(removed, 'deletion')}(-)"
     )
     return lines
 
@@ -477,6 +623,7 @@ def _time_option(name: str, text: str) -> Callable[[F], F]:
 
 @main.command()
 @click.argument("args", nargs=-1, metavar="[REV] [PATH]...", shell_complete=complete_memory_path)
+@rev_option
 @click.option("--session", metavar="NAME", help="Only operations of session NAME.")
 @click.option(
     "--command",
@@ -493,12 +640,12 @@ def _time_option(name: str, text: str) -> Callable[[F], F]:
 )
 @click.option("--stat", is_flag=True, help="Add the lines added and removed per file.")
 @click.option("-p", "--patch", is_flag=True, help="Add the decrypted unified diff.")
-@pager_option
 @json_option
 @pass_state
 def log(
     state: CliState,
     args: tuple[str, ...],
+    rev_option: str | None,
     session: str | None,
     command_name: str | None,
     since: str | None,
@@ -511,13 +658,14 @@ def log(
     """Show the memory's history, newest first: one operation per line.
 
     Starts at REV (default: HEAD). With PATHs, only operations that touched them (or anything
-    below them), following renames back to earlier names.
+    below them), following renames back to earlier names. A session or command that matches
+    nothing is an error; a filter that finds nothing says so on stderr.
     """
     revs, paths = split_revs_and_paths(args, 1)
     store = state.store()
-    ops = history.log(
+    found = history.log(
         store,
-        revs[0] if revs else None,
+        one_rev(revs, rev_option),
         paths=paths,
         session=session,
         command=command_name,
@@ -525,6 +673,13 @@ def log(
         until=None if until is None else parse_time(until),
         max_count=max_count,
     )
+    # The first match is looked for before any output, so that an unknown session is an error
+    # and not an empty page.
+    first = next(found, None)
+    if first is None:
+        note("no operations match" if store.head() is not None else "the store has no history")
+        return
+    ops = chain([first], found)
     head = store.head_operation()
     total = max_count if max_count is not None else (0 if head is None else head.seq)
     stdout_is_terminal = _isatty(sys.stdout)
@@ -570,15 +725,17 @@ def _log_text(
 
 
 @main.command()
-@click.argument("rev", default="HEAD")
+@click.argument("rev", required=False)
+@rev_option
 @click.option("--stat", is_flag=True, help="Show lines added and removed per file, not the diff.")
-@pager_option
 @json_option
 @pass_state
-def show(state: CliState, rev: str, stat: bool, as_json: bool) -> None:
+def show(
+    state: CliState, rev: str | None, rev_option: str | None, stat: bool, as_json: bool
+) -> None:
     """Show one operation (default: HEAD): its record and the diff it made."""
     store = state.store()
-    op = store.operation(rev)
+    op = store.operation(one_rev([rev] if rev else [], rev_option) or "HEAD")
     changes = history.changes(store, op)
     if as_json:
         body = op.to_json()
@@ -604,18 +761,20 @@ def show(state: CliState, rev: str, stat: bool, as_json: bool) -> None:
 @main.command()
 @click.argument("args", nargs=-1, required=True, metavar="REV [REV2] [PATH]...")
 @click.option("--stat", is_flag=True, help="Show lines added and removed per file, not the diff.")
-@pager_option
 @json_option
 @pass_state
 def diff(state: CliState, args: tuple[str, ...], stat: bool, as_json: bool) -> None:
     """Show the changes from REV to REV2 (default: HEAD), optionally only under PATHs.
 
-    Paths start with /memories; `--` before them is accepted, as in git.
+    Paths start with /memories; `--` before them is accepted, as in git. No change at all is
+    said on stderr.
     """
     revs, paths = split_revs_and_paths(args, 2)
     if not revs:
         raise UsageError("give the revision to compare with, e.g. gitmem diff HEAD~1")
     changes = history.diff(state.store(), revs[0], revs[1] if len(revs) > 1 else None, paths)
+    if not changes:
+        note("no changes")
     if as_json:
         objects = (json_line(c.to_json(with_diff=True)) for c in changes)
         emit_lines(state, objects, page=False)
@@ -624,17 +783,19 @@ def diff(state: CliState, args: tuple[str, ...], stat: bool, as_json: bool) -> N
 
 
 @main.command()
-@click.argument("path", shell_complete=complete_memory_path)
-@click.option("--rev", metavar="REV", help="Blame the file as it was at REV (default: HEAD).")
-@pager_option
+@click.argument("args", nargs=-1, metavar="[REV] PATH", shell_complete=complete_memory_path)
+@rev_option
 @json_option
 @pass_state
-def blame(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
-    """Show, for each line of a file, the operation that last wrote it.
+def blame(state: CliState, args: tuple[str, ...], rev_option: str | None, as_json: bool) -> None:
+    """Show, for each line of a file, the operation that last wrote it (at REV: default HEAD).
 
     Each line: short id, session, local time, line number, text.
     """
+    rev, path = rev_and_target(args, rev_option, "memory path")
     lines = history.blame(state.store(), memory_path(path), rev)
+    if not lines:
+        note(f"{path} is empty")
     if as_json:
         emit_lines(state, (json_line(b.to_json()) for b in lines), page=False)
         return
@@ -653,7 +814,6 @@ def blame(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@pager_option
 @json_option
 @pass_state
 def sessions(state: CliState, as_json: bool) -> None:
@@ -662,6 +822,9 @@ def sessions(state: CliState, as_json: bool) -> None:
     Most recently active first.
     """
     found = history.sessions(state.store())
+    if not found:
+        note("the store has no history")
+        return
     if as_json:
         emit_lines(state, (json_line(s.to_json()) for s in found), page=False)
         return
@@ -702,8 +865,8 @@ def sessions(state: CliState, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("path", shell_complete=complete_memory_path)
-@click.option("--rev", metavar="REV", help="View the memory as it was at REV (default: HEAD).")
+@click.argument("args", nargs=-1, metavar="[REV] PATH", shell_complete=complete_memory_path)
+@rev_option
 @click.option(
     "--range",
     "view_range",
@@ -711,17 +874,17 @@ def sessions(state: CliState, as_json: bool) -> None:
     metavar="START END",
     help="Only lines START to END (END -1: to the end), as view_range does.",
 )
-@pager_option
 @json_option
 @pass_state
 def view(
     state: CliState,
-    path: str,
-    rev: str | None,
+    args: tuple[str, ...],
+    rev_option: str | None,
     view_range: tuple[int, int] | None,
     as_json: bool,
 ) -> None:
-    """Show PATH exactly as Claude's memory tool `view` returns it (numbered lines, listings)."""
+    """Show PATH (at REV: default HEAD) exactly as Claude's memory tool `view` returns it."""
+    rev, path = rev_and_target(args, rev_option, "memory path")
     store = state.store()
     text = history.view(store, path, rev, view_range or ())
     if as_json:
@@ -732,12 +895,13 @@ def view(
 
 
 @main.command()
-@click.argument("path", shell_complete=complete_memory_path)
-@click.option("--rev", metavar="REV", help="The file as it was at REV (default: HEAD).")
+@click.argument("args", nargs=-1, metavar="[REV] PATH", shell_complete=complete_memory_path)
+@rev_option
 @json_option
 @pass_state
-def cat(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
-    """Print the raw content of the memory file PATH."""
+def cat(state: CliState, args: tuple[str, ...], rev_option: str | None, as_json: bool) -> None:
+    """Print the raw content of the memory file PATH (at REV: default HEAD)."""
+    rev, path = rev_and_target(args, rev_option, "memory path")
     store = state.store()
     text = history.cat(store, memory_path(path), rev)
     if as_json:
@@ -753,6 +917,7 @@ def cat(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("args", nargs=-1, metavar="[REV] [PATH]...", shell_complete=complete_memory_path)
+@rev_option
 @click.option(
     "--session",
     "session_name",
@@ -760,34 +925,39 @@ def cat(state: CliState, path: str, rev: str | None, as_json: bool) -> None:
     help="Restore the memory as it was when session NAME ended (its last operation).",
 )
 @click.option(
-    "--before", metavar="TIME", help="Restore the memory as it was at TIME (ISO 8601 or 2h, 3d)."
+    "--until",
+    "--before",
+    "until",
+    metavar="TIME",
+    help="Restore the memory as it was at TIME (ISO 8601 or 2h, 3d); --before is the same.",
 )
 @click.option("--dry-run", is_flag=True, help="Show the changes it would make; write nothing.")
-@pager_option
 @json_option
 @pass_state
 def restore(
     state: CliState,
     args: tuple[str, ...],
+    rev_option: str | None,
     session_name: str | None,
-    before: str | None,
+    until: str | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
     """Make the memory what it was at REV, as one new commit (history is kept).
 
     With PATHs, only those files and directories are restored. The source is REV, or
-    --session NAME, or --before TIME: exactly one of them.
+    --session NAME, or --until TIME: exactly one of them.
     """
     revs, paths = split_revs_and_paths(args, 1)
-    sources = [*revs]
+    given = one_rev(revs, rev_option)
+    sources = [] if given is None else [given]
     if session_name is not None:
         sources.append(SESSION_PREFIX + session_name)
-    if before is not None:
-        parse_time(before)  # a malformed time is a usage error before anything else
-        sources.append("@{" + before + "}")
+    if until is not None:
+        parse_time(until)  # a malformed time is a usage error before anything else
+        sources.append("@{" + until + "}")
     if len(sources) != 1:
-        raise UsageError("give exactly one of REV, --session NAME or --before TIME")
+        raise UsageError("give exactly one of REV, --session NAME or --until TIME")
     store = state.store()
     rev = sources[0]
     if dry_run:
@@ -797,7 +967,7 @@ def restore(
             emit_lines(state, objects, page=False)
             return
         target = store.resolve(rev)
-        summary = f"Dry run: restoring {target[:10]} would change {len(changes)} file(s)"
+        summary = f"Dry run: restoring {target[:10]} would change {plural(len(changes), 'file')}"
         emit_lines(state, chain([summary + (":" if changes else ".")], patches(changes)))
         return
     op = store.restore(rev, paths or None)
@@ -807,18 +977,25 @@ def restore(
     what = "the memory" if not paths else ", ".join(str(p) for p in paths)
     click.echo(
         f"Restored {what} as of {op.record.detail['from'][:10]} in new commit "
-        f"{op.commit[:10]} ({len(op.paths)} path(s) changed)"
+        f"{op.commit[:10]} ({plural(len(op.paths), 'path')} changed)"
     )
 
 
 @main.command()
-@click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("--rev", metavar="REV", help="Export the memory as it was at REV (default: HEAD).")
+@click.argument("args", nargs=-1, metavar="[REV] DIR")
+@rev_option
 @click.option("--force", is_flag=True, help="Write into DIR even if it is not empty.")
 @json_option
 @pass_state
-def export(state: CliState, directory: Path, rev: str | None, force: bool, as_json: bool) -> None:
-    """Write the memory as plain files under DIR (/memories/a.md -> DIR/a.md), owner-only."""
+def export(
+    state: CliState, args: tuple[str, ...], rev_option: str | None, force: bool, as_json: bool
+) -> None:
+    """Write the memory (at REV: default HEAD) as plain files under DIR, owner-only.
+
+    /memories/a.md becomes DIR/a.md.
+    """
+    rev, target = rev_and_target(args, rev_option, "directory")
+    directory = Path(target)
     with progress_bar("export") as advance:
         summary = history.export(state.store(), directory, rev, force=force, progress=advance)
     if as_json:
@@ -826,7 +1003,8 @@ def export(state: CliState, directory: Path, rev: str | None, force: bool, as_js
         return
     source = "an empty memory" if summary.commit is None else summary.commit[:10]
     click.echo(
-        f"Exported {summary.files} file(s) and {summary.directories} directory(ies) of "
+        f"Exported {plural(summary.files, 'file')} and "
+        f"{plural(summary.directories, 'directory', 'directories')} of "
         f"{source} to {summary.directory} (owner-only: files 0600, directories 0700)"
     )
 
@@ -851,8 +1029,8 @@ def import_command(state: CliState, directory: Path, replace: bool, as_json: boo
         emit_json(op.to_json())
         return
     click.echo(
-        f"Imported {op.record.detail['files']} file(s) from {directory} in new commit "
-        f"{op.commit[:10]} ({len(op.paths)} path(s) changed)"
+        f"Imported {plural(op.record.detail['files'], 'file')} from {directory} in new commit "
+        f"{op.commit[:10]} ({plural(len(op.paths), 'path')} changed)"
     )
 
 
@@ -877,8 +1055,9 @@ def verify(state: CliState, as_json: bool) -> None:
     else:
         for problem in report.problems:
             click.echo(f"problem: {problem}")
-        status = "ok" if report.ok else f"FAILED ({len(report.problems)} problem(s))"
-        click.echo(f"verified {report.commits} commit(s), {report.objects} object(s): {status}")
+        status = "ok" if report.ok else f"FAILED ({plural(len(report.problems), 'problem')})"
+        counts = f"{plural(report.commits, 'commit')}, {plural(report.objects, 'object')}"
+        click.echo(f"verified {counts}: {status}")
     if not report.ok:
         sys.exit(IntegrityError.exit_code)
 
@@ -915,6 +1094,7 @@ def accept_head(state: CliState, as_json: bool) -> None:
 )
 @click.option("--offline", is_flag=True, help="Use the scripted stand-in even with an API key.")
 @click.option("--model", help="The model id to use with the real API.")
+@without_store
 def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
     """Run three sessions of the progress-log pattern on a fresh store, then show the log.
 
@@ -978,15 +1158,16 @@ def expire(state: CliState, older_than: str, dry_run: bool, as_json: bool) -> No
     total = len(result.expired) + result.kept
     if dry_run:
         click.echo(
-            f"Dry run: {len(result.expired)} of {total} file(s) untouched since {cutoff}; "
+            f"Dry run: {len(result.expired)} of {plural(total, 'file')} untouched since {cutoff}; "
             "nothing was written."
         )
     elif result.operation is None:
-        click.echo(f"Nothing to expire: all {total} file(s) were written since {cutoff}.")
+        every = "the 1 file was" if total == 1 else f"all {total} files were"
+        click.echo(f"Nothing to expire: {every} written since {cutoff}.")
     else:
         op = result.operation
         click.echo(
-            f"Removed {len(result.expired)} of {total} file(s) untouched since {cutoff} in "
+            f"Removed {len(result.expired)} of {plural(total, 'file')} untouched since {cutoff} in "
             f"commit {op.commit[:10]}; `gitmem restore {op.parents[0][:10]}` brings them back."
         )
 
@@ -1023,7 +1204,7 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
         )
         return
     click.echo(
-        f"Packed {report.packed} object(s); pruned {report.pruned} unreferenced, kept "
+        f"Packed {plural(report.packed, 'object')}; pruned {report.pruned} unreferenced, kept "
         f"{report.kept} younger than {grace}; {report.bytes_before:,} -> "
         f"{report.bytes_after:,} bytes."
     )

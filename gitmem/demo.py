@@ -28,6 +28,7 @@ from anthropic import Anthropic, omit
 from anthropic.lib.tools import BetaAbstractMemoryTool
 from anthropic.types.beta import BetaMessageParam
 
+from gitmem.render import plural
 from gitmem.scripted_api import (
     STAND_IN_MODEL,
     Conversation,
@@ -225,7 +226,7 @@ def _describe(call: ToolCall) -> str:
         return f"view {i.get('path')}" + (f" {i['view_range']}" if i.get("view_range") else "")
     if command == "create":
         lines = len(str(i.get("file_text", "")).splitlines())
-        return f"create {i.get('path')} ({lines} lines)"
+        return f"create {i.get('path')} ({plural(lines, 'line')})"
     if command == "str_replace":
         return (
             f"str_replace {i.get('path')} {_short(i.get('old_str'))} -> {_short(i.get('new_str'))}"
@@ -241,7 +242,7 @@ def _describe(call: ToolCall) -> str:
 
 def _print_call(call: ToolCall, out: TextIO) -> None:
     first, *rest = call.result.splitlines() or [""]
-    more = f" (+{len(rest)} lines)" if rest else ""
+    more = f" (+{plural(len(rest), 'line')})" if rest else ""
     print(f"  {'!' if call.is_error else '>'} memory {_describe(call)}", file=out)
     print(f"      {'error: ' if call.is_error else ''}{first}{more}", file=out)
 

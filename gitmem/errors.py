@@ -7,6 +7,8 @@ and these classes cannot drift apart.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class GitMemError(Exception):
     """Root of every error gitmem raises on purpose."""
@@ -66,9 +68,20 @@ class NoStore(GitMemError):
 
 
 class KeyMissing(GitMemError):
-    """No key was given and none could be found."""
+    """No key was given and none could be found.
+
+    ``searched`` is true when every key source was looked at and none had a key;
+    ``key_file`` is then the per-user key file looked for (None when the store's id is unknown).
+    """
 
     exit_code = 4
+
+    def __init__(
+        self, message: str, *, searched: bool = False, key_file: Path | None = None
+    ) -> None:
+        self.searched = searched
+        self.key_file = key_file
+        super().__init__(message)
 
 
 class WrongKey(GitMemError):

@@ -24,6 +24,7 @@ from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, Us
 from .format import KIND_DIR, KIND_FILE
 from .fsutil import DIR_MODE, make_private_dirs, write_private_file
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
+from .render import plural
 from .secrets import SecretRefused
 from .store import Change, MemoryStore, Operation, changed_files
 from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
@@ -69,6 +70,10 @@ def _follow(op: Operation, tracked: list[MemoryPath]) -> tuple[bool, list[Memory
     return touched, before
 
 
+COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "import", "expire")
+"""Every command an operation's record can name."""
+
+
 def log(
     store: MemoryStore,
     rev: str | None = None,
@@ -87,12 +92,32 @@ def log(
     tracked directory), the old name is tracked.
     ``since``/``until`` bound the recorded time (both inclusive); ``max_count`` stops after
     that many matches. Streams: nothing waits for the end of the history.
+
+    A filter that can match nothing is a :class:`UsageError`, as in a revision: a ``command``
+    that is not one of :data:`COMMANDS` (raised at once), and a ``session`` with no operation
+    reachable from ``rev`` (raised when the walk ends having found none).
     """
+    if command is not None and command not in COMMANDS:
+        raise UsageError(f"unknown command {command!r}: one of {', '.join(COMMANDS)}")
+    return _log(store, rev, as_paths(paths), session, command, since, until, max_count)
+
+
+def _log(
+    store: MemoryStore,
+    rev: str | None,
+    tracked: list[MemoryPath],
+    session: str | None,
+    command: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    max_count: int | None,
+) -> Iterator[Operation]:
     if max_count is not None and max_count <= 0:
         return
-    tracked = as_paths(paths)
     shown = 0
+    session_seen = session is None
     for op in store.log(rev):
+        session_seen = session_seen or op.session == session
         if tracked:
             touched, tracked = _follow(op, tracked)
             if not touched:
@@ -108,6 +133,8 @@ def log(
         shown += 1
         if max_count is not None and shown >= max_count:
             return
+    if not session_seen:
+        raise UsageError(f"no operation of session {session!r}")
 
 
 # -- diffs ----------------------------------------------------------------------------------
@@ -557,7 +584,7 @@ class ImportRefused(GitMemError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__(
-            f"nothing was imported: {len(self.problems)} file(s) refused: "
+            f"nothing was imported: {plural(len(self.problems), 'file')} refused: "
             + "; ".join(self.problems)
         )
 

@@ -64,13 +64,15 @@ def resolve_key(explicit: str | bytes | None, store_id: str | None) -> bytes:
     env_file = os.environ.get(ENV_KEY_FILE)
     if env_file:
         return read_key_file(Path(env_file))
-    if store_id is not None:
-        candidate = user_key_path(store_id)
-        if candidate.exists():
-            return read_key_file(candidate)
+    candidate = None if store_id is None else user_key_path(store_id)
+    if candidate is not None and candidate.exists():
+        return read_key_file(candidate)
+    per_user = "" if candidate is None else f", or save it (mode 0600) as {candidate}"
     raise KeyMissing(
         f"no key given: pass key=..., set {ENV_KEY} to the key text, or set {ENV_KEY_FILE} to "
-        "a file holding it (gitmem.generate_key() or `gitmem init` makes one)"
+        f"a file holding it{per_user} (gitmem.generate_key() or `gitmem init` makes one)",
+        searched=True,
+        key_file=candidate,
     )
 
 

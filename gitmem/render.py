@@ -1,5 +1,6 @@
 """What Claude's ``view`` shows: numbered file content and directory listings, as the SDK's
-reference backend formats them. The tool and ``gitmem view`` share these functions.
+reference backend formats them. The tool and ``gitmem view`` share these functions, and the
+CLI and demo share :func:`plural`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ DIRECTORY_SIZE = 4096
 
 class TooManyLines(GitMemError):
     """The file has more lines than ``view`` may number."""
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 line``, ``2 lines``; ``many`` is the plural when it is not ``word + "s"``."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
 
 
 def format_size(size: int) -> str:

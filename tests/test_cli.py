@@ -140,11 +140,11 @@ def test_log_stat_and_patch(gm: Gitmem) -> None:
     assert gm.ok("log", "--stat", "-n", "2") == (
         f"{c[6]}  2025-06-01 10:06:00  carol  delete       /memories/other.md\n"
         " /memories/other.md | 1 -\n"
-        " 1 file(s) changed, 0 insertion(s)(+), 1 deletion(s)(-)\n"
+        " 1 file changed, 0 insertions(+), 1 deletion(-)\n"
         "\n"
         f"{c[5]}  2025-06-01 10:05:00  carol  str_replace  /memories/dir/n.md\n"
         " /memories/dir/n.md | 2 +-\n"
-        " 1 file(s) changed, 1 insertion(s)(+), 1 deletion(s)(-)\n"
+        " 1 file changed, 1 insertion(+), 1 deletion(-)\n"
     )
     assert gm.ok("log", "-p", "/memories/other.md") == (
         f"{c[6]}  2025-06-01 10:06:00  carol  delete       /memories/other.md\n"
@@ -229,7 +229,7 @@ def test_progress_bar_on_stderr_only_on_a_terminal(
     # click draws the bar itself only on a real terminal; here it shows its label.
     assert shown.stderr.startswith("export")
     verified = gm("verify")
-    assert "verify" in verified.stderr and verified.stdout.startswith("verified 7 commit(s)")
+    assert "verify" in verified.stderr and verified.stdout.startswith("verified 7 commits")
 
 
 # -- show, diff, blame, sessions, view, cat ---------------------------------------------------
@@ -264,7 +264,7 @@ def test_show(gm: Gitmem) -> None:
         "Paths:    /memories/notes.md -> /memories/dir/n.md\n"
         "\n"
         " /memories/notes.md -> /memories/dir/n.md | 0\n"
-        " 1 file(s) changed, 0 insertion(s)(+), 0 deletion(s)(-)\n"
+        " 1 file changed, 0 insertions(+), 0 deletions(-)\n"
     )
     body = json.loads(gm.ok("show", "--json"))
     assert body["commit"] == c[6]
@@ -287,7 +287,7 @@ def test_diff(gm: Gitmem) -> None:
     assert gm.ok("diff", "HEAD~6", "--stat") == (
         " /memories/dir/n.md | 4 ++++\n"
         " /memories/notes.md | 3 ---\n"
-        " 2 file(s) changed, 4 insertion(s)(+), 3 deletion(s)(-)\n"
+        " 2 files changed, 4 insertions(+), 3 deletions(-)\n"
     )
     assert gm.ok("diff", "HEAD~6", "--", "/memories/notes.md") == (
         "diff /memories/notes.md\n"
@@ -299,7 +299,9 @@ def test_diff(gm: Gitmem) -> None:
         "-two\n"
         "-three\n"
     )
-    assert gm.ok("diff", "HEAD", "HEAD") == ""
+    same = gm("diff", "HEAD", "HEAD")
+    assert (same.exit_code, same.stdout, same.stderr) == (0, "", "gitmem: no changes\n")
+    assert gm.ok("diff", "HEAD", "HEAD", "--json") == ""  # with --json, stderr is for errors
     objects = [
         json.loads(line) for line in gm.ok("diff", "HEAD~3", "HEAD~2", "--json").splitlines()
     ]
@@ -435,7 +437,7 @@ def test_view_and_cat(gm: Gitmem) -> None:
 def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
     c = gm.ids()
     assert gm.ok("restore", "HEAD~1", "--dry-run") == (
-        f"Dry run: restoring {short(c[5])} would change 1 file(s):\n"
+        f"Dry run: restoring {short(c[5])} would change 1 file:\n"
         "diff /memories/other.md\n"
         "new file\n"
         "--- /dev/null\n"
@@ -458,7 +460,7 @@ def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
     assert head is not None
     assert out == (
         f"Restored the memory as of {short(c[4])} in new commit {short(head.commit)} "
-        "(2 path(s) changed)\n"
+        "(2 paths changed)\n"
     )
     assert (head.command, head.session, head.paths) == (
         "restore",
@@ -471,7 +473,7 @@ def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
     assert head is not None
     assert out == (
         f"Restored /memories/dir/n.md as of {short(c[5])} in new commit {short(head.commit)} "
-        "(1 path(s) changed)\n"
+        "(1 path changed)\n"
     )
     assert gm.ok("cat", "/memories/dir/n.md") == "ONE\nTWO\nthree\nfour\n"
     assert gm.ok("cat", "/memories/other.md") == "x"  # untouched by the partial restore
@@ -482,8 +484,8 @@ def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
         c[0],
     )
     for args, message in [
-        ((), "give exactly one of REV, --session NAME or --before TIME"),
-        (("HEAD", "--session", "bob"), "give exactly one of REV, --session NAME or --before TIME"),
+        ((), "give exactly one of REV, --session NAME or --until TIME"),
+        (("HEAD", "--session", "bob"), "give exactly one of REV, --session NAME or --until TIME"),
         (("--before", "whenever"), "invalid time 'whenever'"),
         (("--session", "dave"), "no operation of session 'dave'"),
     ]:
@@ -496,7 +498,7 @@ def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
     c = gm.ids()
     out = tmp_path / "out"
     assert gm.ok("export", str(out)) == (
-        f"Exported 1 file(s) and 1 directory(ies) of {short(c[6])} to {out} (owner-only: files "
+        f"Exported 1 file and 1 directory of {short(c[6])} to {out} (owner-only: files "
         "0600, directories 0700)\n"
     )
     refused = gm("export", str(out))
@@ -512,7 +514,7 @@ def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
     assert bad.exit_code == 1
     assert json.loads(bad.stderr) == {
         "error": "ImportRefused",
-        "message": "nothing was imported: 1 file(s) refused: bad.md: not UTF-8 text",
+        "message": "nothing was imported: 1 file refused: bad.md: not UTF-8 text",
         "exit_code": 1,
     }
     (out / "bad.md").unlink()
@@ -520,7 +522,7 @@ def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
     head = gm.store().head_operation()
     assert head is not None
     assert done == (
-        f"Imported 3 file(s) from {out} in new commit {short(head.commit)} (3 path(s) changed)\n"
+        f"Imported 3 files from {out} in new commit {short(head.commit)} (3 paths changed)\n"
     )
     assert head.paths == ("/memories/dir/n.md", "/memories/new.md", "/memories/other.md")
     assert gm.store().files() == {

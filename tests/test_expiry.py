@@ -203,7 +203,7 @@ def test_cli_expire(repo_path: Path, key: str, clock: FakeTime) -> None:
     when = first.record.time.strftime("%Y-%m-%d %H:%M:%S UTC")
     lines = dry.output.splitlines()
     assert lines[0] == f"would remove  /memories/old.md  (last written {when}, {first.commit[:10]})"
-    assert lines[1].startswith("Dry run: 1 of 2 file(s) untouched since ")
+    assert lines[1].startswith("Dry run: 1 of 2 files untouched since ")
     assert lines[1].endswith(" UTC; nothing was written.")
     assert tool.store.head() == old.commit
 
@@ -219,14 +219,14 @@ def test_cli_expire(repo_path: Path, key: str, clock: FakeTime) -> None:
     assert (op.command, op.paths, op.session) == ("expire", ("/memories/old.md",), "cli")
     lines = done.output.splitlines()
     assert lines[0] == f"removed  /memories/old.md  (last written {when}, {first.commit[:10]})"
-    assert lines[1].startswith("Removed 1 of 2 file(s) untouched since ")
+    assert lines[1].startswith("Removed 1 of 2 files untouched since ")
     assert lines[1].endswith(
         f" in commit {op.commit[:10]}; `gitmem restore {old.commit[:10]}` brings them back."
     )
     assert paths_of(tool.store) == ["/memories/recent.md"]
 
     again = runner.invoke(main, base, env=env)
-    assert again.output.startswith("Nothing to expire: all 1 file(s) were written since ")
+    assert again.output.startswith("Nothing to expire: the 1 file was written since ")
 
     back = runner.invoke(main, ["--repo", str(repo_path), "restore", old.commit[:10]], env=env)
     assert back.exit_code == 0, back.output

@@ -232,6 +232,7 @@ def test_the_gc_command(repo_path: Path, key: str) -> None:
     assert report["packed"] > 10 and report["pruned"] == 0
     result = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "0s"], env=env)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"Packed {report['packed']} object(s); pruned 0 unreferenced")
+    objects = "object" if report["packed"] == 1 else "objects"
+    assert result.stdout.startswith(f"Packed {report['packed']} {objects}; pruned 0 unreferenced")
     bad = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "soon"], env=env)
     assert bad.exit_code == 2

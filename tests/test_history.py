@@ -597,7 +597,7 @@ def test_import_refuses_by_name_and_imports_nothing(hist: MemoryStore, tmp_path:
         "link.md: a symbolic link",
         "pipe: not a regular file",
     ]
-    assert str(info.value).startswith("nothing was imported: 5 file(s) refused: .GIT: ")
+    assert str(info.value).startswith("nothing was imported: 5 files refused: .GIT: ")
     assert info.value.exit_code == 1
     assert hist.head() == head
 

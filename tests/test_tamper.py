@@ -858,7 +858,9 @@ def check_cli(v: Victim, expect: Expect) -> None:
         return
     *problems, summary = result.stdout.splitlines()
     assert problems and all(p.startswith("problem: ") for p in problems), result.stdout
-    assert summary.endswith(f"FAILED ({len(problems)} problem(s))"), summary
+    assert summary.endswith(
+        f"FAILED ({len(problems)} problem{'s' if len(problems) != 1 else ''})"
+    ), summary
     assert expect.problem in result.stdout
 
 

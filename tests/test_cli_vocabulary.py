@@ -1,0 +1,279 @@
+"""One vocabulary on the command line: options wherever a user puts them, revisions positional
+(``--rev`` still works), ``--until`` for time bounds, ``--`` before paths; filters that match
+nothing are never silent; errors in the command line's own words."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_cli import Gitmem, _run
+from test_history import built_once
+
+from gitmem import generate_key
+from gitmem.cli import main
+from gitmem.demo import ToolCall, _describe
+from gitmem.keysource import user_key_path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    return built_once(tmp_path_factory)
+
+
+@pytest.fixture
+def gm(built: tuple[Path, str], tmp_path: Path, utc: None) -> Gitmem:
+    target = tmp_path / "store.git"
+    shutil.copytree(built[0], target)
+    return Gitmem(target, built[1])
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+# -- options wherever a user puts them ------------------------------------------------------
+
+
+def test_global_options_work_before_or_after_the_command(gm: Gitmem, tmp_path: Path) -> None:
+    env = {"GITMEM_KEY": gm.key}
+    before = invoke("--repo", str(gm.repo), "log", env=env)
+    assert before[0] == 0 and len(before[1].splitlines()) == 7
+    assert invoke("log", "--repo", str(gm.repo), env=env) == before
+    assert (
+        invoke("log", "--repo", str(gm.repo), "-n", "2", env=env)[1].splitlines()
+        == (before[1].splitlines()[:2])
+    )
+    # The command's --repo overrides $GITMEM_REPO (and the group's --repo).
+    elsewhere = {**env, "GITMEM_REPO": str(tmp_path / "none")}
+    assert invoke("log", "--repo", str(gm.repo), env=elsewhere) == before
+    assert invoke("--repo", str(tmp_path / "none"), "log", "--repo", str(gm.repo), env=env) == (
+        before
+    )
+    # --json before the command is --json after it, for output and for errors.
+    assert invoke("--json", "--repo", str(gm.repo), "log", env=env) == invoke(
+        "--repo", str(gm.repo), "log", "--json", env=env
+    )
+    code, out, err = invoke("--json", "--repo", str(gm.repo), "show", "nosuch", env=env)
+    assert (code, out, json.loads(err)["error"]) == (2, "", "UsageError")
+    # --color and --no-pager after the command.
+    coloured = invoke("log", "-n", "1", "--repo", str(gm.repo), "--color", "always", env=env)
+    assert "\x1b[33m" in coloured[1]
+    assert invoke("log", "--no-pager", "--repo", str(gm.repo), env=env) == before
+
+
+def test_key_file_option_before_or_after_the_command(gm: Gitmem, tmp_path: Path) -> None:
+    key_file = tmp_path / "store.key"
+    key_file.write_text(gm.key + "\n")
+    key_file.chmod(0o600)
+    expected = invoke("--repo", str(gm.repo), "log", env={"GITMEM_KEY": gm.key})
+    assert invoke("--key-file", str(key_file), "--repo", str(gm.repo), "log") == expected
+    assert invoke("log", "--repo", str(gm.repo), "--key-file", str(key_file)) == expected
+    # --key-file comes before GITMEM_KEY.
+    other = {"GITMEM_KEY": generate_key()}
+    assert invoke("log", "--repo", str(gm.repo), "--key-file", str(key_file), env=other) == (
+        expected
+    )
+    missing = invoke("log", "--repo", str(gm.repo), "--key-file", str(tmp_path / "nope"))
+    assert missing == (4, "", f"gitmem: error: the key file {tmp_path / 'nope'} does not exist\n")
+
+
+def test_init_with_key_file_saves_or_uses_it(tmp_path: Path) -> None:
+    key_file = tmp_path / "keys" / "memory.key"
+    code, out, _ = invoke("init", str(tmp_path / "a.git"), "--key-file", str(key_file))
+    assert code == 0
+    assert f"Key saved to {key_file} (owner-only).\n" in out
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    assert not (tmp_path / "home").exists()  # no per-user key file besides it
+    # The same key opens a second store made with it, and both open with --key-file only.
+    code, out, _ = invoke("init", str(tmp_path / "b.git"), "--key-file", str(key_file))
+    assert (code, f"Key: the one in {key_file}\n" in out) == (0, True)
+    for name in ("a.git", "b.git"):
+        assert invoke("--repo", str(tmp_path / name), "--key-file", str(key_file), "log")[0] == 0
+    both = invoke("init", str(tmp_path / "c.git"), "--key-file", str(key_file), "--print-key")
+    assert both == (2, "", "gitmem: error: give --print-key or --key-file, not both\n")
+
+
+# -- one vocabulary -------------------------------------------------------------------------
+
+
+def test_revisions_are_positional_everywhere_and_rev_still_works(
+    gm: Gitmem, tmp_path: Path
+) -> None:
+    c = gm.ids()
+    old = c[1][:10]
+    for command, target in [
+        ("cat", "/memories/notes.md"),
+        ("blame", "/memories/notes.md"),
+        ("view", "/memories/notes.md"),
+    ]:
+        positional = gm.ok(command, old, target)
+        assert positional == gm.ok(command, "--rev", old, target)
+        assert positional == gm.ok(command, target, "--rev", old)
+        assert positional == gm.ok(command, old, target, "--rev", old)  # the same one twice
+    assert gm.ok("cat", old, "/memories/notes.md") == "one\nTWO\nthree\n"
+    assert gm.ok("cat", c[0][:10], "/memories/notes.md") == "one\ntwo\nthree\n"
+    assert gm.ok("log", old) == gm.ok("log", "--rev", old)
+    assert gm.ok("log", old).splitlines()[0].startswith(old)
+    assert gm.ok("show", old) == gm.ok("show", "--rev", old)
+    assert gm.ok("show", old).startswith(f"operation {c[1]}\n")
+    assert json.loads(gm.ok("export", old, str(tmp_path / "a"), "--json"))["commit"] == c[1]
+    assert json.loads(gm.ok("export", "--rev", old, str(tmp_path / "b"), "--json")) == {
+        "commit": c[1],
+        "dir": str(tmp_path / "b"),
+        "files": 1,
+        "directories": 0,
+    }
+    preview = gm.ok("restore", old, "--dry-run")
+    assert preview == gm.ok("restore", "--rev", old, "--dry-run")
+    for args, message in [
+        (("cat", "HEAD", "/memories/notes.md", "--rev", "HEAD~1"), "two revisions given"),
+        (("log", "HEAD", "--rev", "HEAD~1"), "two revisions given (HEAD, HEAD~1): give one"),
+        (("cat",), "give the memory path"),
+        (("cat", "HEAD", "HEAD~1", "/memories/notes.md"), "give [REV] MEMORY PATH"),
+        (("export",), "give the directory"),
+    ]:
+        result = gm(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.stderr, (args, result.stderr)
+
+
+def test_until_is_the_time_bound_everywhere_and_before_still_works(gm: Gitmem) -> None:
+    at = "2025-06-01T10:01:30Z"  # after alice's two operations, before bob's first
+    c = gm.ids()
+    expected = gm.ok("restore", c[1][:10], "--dry-run")
+    assert gm.ok("restore", "--until", at, "--dry-run") == expected
+    assert gm.ok("restore", "--before", at, "--dry-run") == expected
+    assert [line[:10] for line in gm.ok("log", "--until", at).splitlines()] == [
+        c[1][:10],
+        c[0][:10],
+    ]
+    both = gm("restore", "--until", at, "--session", "bob")
+    assert both.exit_code == 2
+    assert "give exactly one of REV, --session NAME or --until TIME" in both.stderr
+
+
+def test_diff_takes_options_after_the_double_dash(gm: Gitmem) -> None:
+    stat = gm.ok("diff", "HEAD~3", "--stat", "/memories/dir/n.md")
+    assert stat == (" /memories/dir/n.md | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n")
+    assert gm.ok("diff", "HEAD~3", "--", "/memories/dir/n.md", "--stat") == stat
+    assert gm.ok("diff", "HEAD~3", "HEAD", "--", "/memories/dir/n.md", "--stat") == stat
+    assert gm.ok("log", "--", "/memories/other.md", "-n", "1") == gm.ok("log", "-n", "1")
+    # After `--` everything positional is a memory path.
+    after = gm("diff", "HEAD~3", "--", "HEAD~1")
+    assert after.exit_code == 2
+    assert "The path HEAD~1 is not allowed: every memory path must start with" in after.stderr
+
+
+# -- filters that match nothing -------------------------------------------------------------
+
+
+def test_unknown_session_or_command_is_an_error_like_restore(gm: Gitmem) -> None:
+    restore = gm("restore", "--session", "nosuch")
+    log = gm("log", "--session", "nosuch")
+    assert restore.exit_code == log.exit_code == 2
+    assert log.stdout == ""
+    assert log.stderr == "gitmem: error: no operation of session 'nosuch'\n"
+    bogus = gm("log", "--command", "bogus")
+    assert (bogus.exit_code, bogus.stdout) == (2, "")
+    assert bogus.stderr == (
+        "gitmem: error: unknown command 'bogus': one of create, str_replace, insert, delete, "
+        "rename, restore, import, expire\n"
+    )
+    as_json = gm("log", "--session", "nosuch", "--json")
+    assert json.loads(as_json.stderr)["message"] == "no operation of session 'nosuch'"
+
+
+def test_an_empty_result_says_so_on_stderr(gm: Gitmem, tmp_path: Path) -> None:
+    # A known session and command, but nothing at once: not an error, and not silent.
+    empty = gm("log", "--session", "alice", "--command", "delete")
+    assert (empty.exit_code, empty.stdout, empty.stderr) == (0, "", "gitmem: no operations match\n")
+    later = gm("log", "--since", "2099-01-01")
+    assert (later.exit_code, later.stdout, later.stderr) == (0, "", "gitmem: no operations match\n")
+    # With --json the empty output is the answer; stderr stays for errors.
+    quiet = gm("log", "--since", "2099-01-01", "--json")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+    # The session is known if any operation has it, whatever the other filters say.
+    assert gm("log", "--session", "carol", "/memories/notes.md").stderr == (
+        "gitmem: no operations match\n"
+    )
+    CliRunner().invoke(main, ["init", str(tmp_path / "new.git")])
+    for command in ("log", "sessions"):
+        fresh = invoke("--repo", str(tmp_path / "new.git"), command)
+        assert fresh == (0, "", "gitmem: the store has no history\n")
+
+
+# -- errors in the command line's words -----------------------------------------------------
+
+
+def test_missing_key_names_every_source_tried(gm: Gitmem) -> None:
+    store_id = gm.store().store_id
+    per_user = user_key_path(store_id)
+    code, out, err = invoke("--repo", str(gm.repo), "log")
+    assert (code, out) == (4, "")
+    assert err == (
+        f"gitmem: error: no key for {gm.repo}: GITMEM_KEY and GITMEM_KEY_FILE are not set, and "
+        f"the per-user key file {per_user} does not exist. Give --key-file FILE, set GITMEM_KEY "
+        f"to the key text or GITMEM_KEY_FILE to a file holding it, or save the key (mode 0600) "
+        f"as {per_user}\n"
+    )
+    assert "key=" not in err
+    # The library's own wording names the same file; neither holds key material.
+    from gitmem import MemoryStore
+    from gitmem.errors import KeyMissing
+
+    with pytest.raises(KeyMissing) as info:
+        MemoryStore.open(gm.repo)
+    assert str(per_user) in str(info.value) and gm.key not in str(info.value)
+    assert info.value.key_file == per_user
+
+
+def test_json_error_keys_are_in_the_documented_order(gm: Gitmem) -> None:
+    result = gm("show", "nosuch", "--json")
+    assert result.stderr == (
+        '{"error": "UsageError", "exit_code": 2, "message": "unknown revision \'nosuch\'"}\n'
+    )
+    docs = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    assert '{"error": "UsageError", "exit_code": 2, "message": ' in docs
+
+
+# -- plurals --------------------------------------------------------------------------------
+
+
+def test_counts_are_worded_in_the_singular_and_plural() -> None:
+    def create(text: str) -> str:
+        call = ToolCall(
+            {"command": "create", "path": "/memories/a.md", "file_text": text}, "", False
+        )
+        return _describe(call)
+
+    assert create("one\n") == "create /memories/a.md (1 line)"
+    assert create("one\ntwo\n") == "create /memories/a.md (2 lines)"
+
+
+# -- the installed command ------------------------------------------------------------------
+
+
+def test_installed_command_takes_options_after_the_command(gm: Gitmem) -> None:
+    env = {**os.environ, "TZ": "UTC"}
+    env.pop("GITMEM_KEY", None)
+    key_file = gm.repo.parent / "k"
+    key_file.write_text(gm.key)
+    key_file.chmod(0o600)
+    run = _run("log", "-n", "1", "--repo", str(gm.repo), "--key-file", str(key_file), env=env)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.endswith("  carol  delete       /memories/other.md\n")
+    stat = _run(
+        "diff", "HEAD~3", "--", "/memories/dir/n.md", "--stat", "--repo", str(gm.repo),
+        "--key-file", str(key_file), env=env,
+    )  # fmt: skip
+    assert (stat.returncode, stat.stderr) == (0, "")
+    assert stat.stdout.endswith(" 1 file changed, 1 insertion(+), 1 deletion(-)\n")
+    nosuch = _run("log", "--session", "nosuch", "--repo", str(gm.repo), env={**env,
+                  "GITMEM_KEY": gm.key})  # fmt: skip
+    assert (nosuch.returncode, nosuch.stdout) == (2, "")
