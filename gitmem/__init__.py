@@ -22,6 +22,7 @@ from .errors import (
 )
 from .expiry import ExpiryResult, FileAge, parse_duration
 from .limits import LimitExceeded, Limits
+from .options import StoreOptions
 from .paths import MemoryPath
 from .paths import parse as parse_path
 from .secrets import SecretRefused
@@ -64,6 +65,7 @@ __all__ = [
     "PathExists",
     "RollbackDetected",
     "SecretRefused",
+    "StoreOptions",
     "UsageError",
     "VerifyReport",
     "WrongKey",

@@ -38,10 +38,11 @@ from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, GcReport, GitRepo
 from .highwater import HighWater, KnownStores, Mark
 from .keysource import resolve_key
-from .limits import LimitedEditor, Limits, StoreSizer
+from .limits import LimitedEditor, StoreSizer
+from .options import Settings, StoreOptions
 from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
 from .revisions import resolve_named, split_revision
-from .secrets import DEFAULT_POLICY, Screened, SecretPolicy, check_policy, screen
+from .secrets import Screened, SecretPolicy, screen
 from .textops import Replacement, insert_at, replace_unique
 from .tree import (
     ListEntry,
@@ -53,10 +54,11 @@ from .tree import (
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .expiry import ExpiryResult
 
 T = TypeVar("T")
-DEFAULT_LOCK_TIMEOUT = 30.0
 _CAS_RETRIES = 5
 
 
@@ -160,27 +162,24 @@ class MemoryStore:
         self,
         repo: GitRepo,
         keys: StoreKeys,
-        *,
-        session: str | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: str | os.PathLike[str] | None = None,
-        check_rollback: bool = True,
-        limits: Limits | None = None,
-        secrets: SecretPolicy = DEFAULT_POLICY,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
     ) -> None:
+        opts = StoreOptions.of(options, **settings)
         self.repo = repo
         self.keys = keys
         self.codec = TreeCodec(repo, keys)
-        self.session = session if session is not None else new_session_label()
-        self.lock_timeout = lock_timeout
+        self.options = opts
+        self.session = opts.session if opts.session is not None else new_session_label()
+        self.lock_timeout = opts.lock_timeout
         self.high_water: HighWater | None = (
-            HighWater(keys.store_id.hex(), state_dir) if check_rollback else None
+            HighWater(keys.store_id.hex(), opts.state_dir) if opts.check_rollback else None
         )
-        if check_rollback:
-            KnownStores(state_dir).remember(repo.path, keys.store_id.hex())
+        if opts.check_rollback:
+            KnownStores(opts.state_dir).remember(repo.path, keys.store_id.hex())
         self._head: Operation | None = None
-        self.limits = Limits() if limits is None else limits
-        self.secrets: SecretPolicy = check_policy(secrets)
+        self.limits = opts.limits
+        self.secrets: SecretPolicy = opts.secrets
         self.sizer = StoreSizer(self.codec)
 
     # -- opening --------------------------------------------------------------------------
@@ -192,29 +191,19 @@ class MemoryStore:
         key: str | bytes | None = None,
         *,
         create: bool = False,
-        session: str | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: str | os.PathLike[str] | None = None,
-        check_rollback: bool = True,
-        limits: Limits | None = None,
-        secrets: SecretPolicy = DEFAULT_POLICY,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
     ) -> MemoryStore:
         """Open the store at ``path``; with ``create``, make it when nothing is there.
 
         The key is ``key`` if given, else found as :func:`gitmem.keysource.resolve_key` says.
-        Raises :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`. ``limits`` (default
-        :class:`~gitmem.limits.Limits`) and ``secrets`` (``reject``, ``redact`` or ``allow``) are
-        the write safeguards of ``docs/safeguards.md``.
+        ``options`` (a :class:`~gitmem.options.StoreOptions`) and the keyword ``settings``
+        (``session``, ``lock_timeout``, ``state_dir``, ``check_rollback``, ``limits``,
+        ``secrets``; each overrides ``options``) say how the store is used. Raises
+        :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`.
         """
         target = Path(path)
-        options: dict[str, Any] = {
-            "session": session,
-            "lock_timeout": lock_timeout,
-            "state_dir": state_dir,
-            "check_rollback": check_rollback,
-            "limits": limits,
-            "secrets": secrets,
-        }
+        opts = StoreOptions.of(options, **settings)
         if not GitRepo.exists(target):
             if not create:
                 raise NoStore(f"no gitmem store at {target}")
@@ -223,30 +212,40 @@ class MemoryStore:
                 or (any(target.iterdir()) and not (target / LOCK_FILE).is_file())
             ):
                 raise NoStore(f"{target} exists and is not a gitmem store")
-            cls._refuse_vanished(target, state_dir, check_rollback)
-            return cls.init(target, resolve_key(key, None), **options)
+            cls._refuse_vanished(target, opts)
+            return cls.init(target, resolve_key(key, None), opts)
         repo = GitRepo(target)
         meta = cls._read_meta(repo)
         if meta is None:
             if create and repo.ref(BRANCH) is None:
                 # A crash between `git init` and writing the metadata leaves exactly this.
-                cls._refuse_vanished(target, state_dir, check_rollback)
-                return cls.init(target, resolve_key(key, None), **options)
+                cls._refuse_vanished(target, opts)
+                return cls.init(target, resolve_key(key, None), opts)
             raise NoStore(f"{target} is a git repository but not a gitmem store")
         raw = resolve_key(key, meta.store_id.hex())
         keys = StoreKeys.derive(raw, meta.store_id)
         if not keys.matches(meta.key_check):
             raise WrongKey(f"the key does not open the store at {target}")
-        return cls(repo, keys, **options)
+        return cls(repo, keys, opts)
 
     @classmethod
-    def init(cls, path: str | os.PathLike[str], key: str | bytes, **options: Any) -> MemoryStore:
-        """Create a store at ``path`` with ``key`` (or open it if a racing process just did)."""
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        key: str | bytes,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
+    ) -> MemoryStore:
+        """Create a store at ``path`` with ``key`` (or open it if a racing process just did).
+
+        ``options`` and ``settings`` are as for :meth:`open`.
+        """
         from .crypto import decode_key
 
+        opts = StoreOptions.of(options, **settings)
         raw = decode_key(key)
-        repo = GitRepo.init(path, options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
-        with repo.write_lock(options.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)):
+        repo = GitRepo.init(path, opts.lock_timeout)
+        with repo.write_lock(opts.lock_timeout):
             meta = cls._read_meta(repo)
             if meta is None:
                 meta = StoreMeta(fmt.FORMAT_VERSION, new_store_id(), b"")
@@ -256,16 +255,14 @@ class MemoryStore:
         keys = StoreKeys.derive(raw, meta.store_id)
         if not keys.matches(meta.key_check):
             raise WrongKey(f"the key does not open the store at {path}")
-        return cls(repo, keys, **options)
+        return cls(repo, keys, opts)
 
     @classmethod
-    def _refuse_vanished(
-        cls, target: Path, state_dir: str | os.PathLike[str] | None, check_rollback: bool
-    ) -> None:
+    def _refuse_vanished(cls, target: Path, options: StoreOptions) -> None:
         """Refuse to create a store where this client has seen one: it was deleted or reset."""
-        if not check_rollback:
+        if not options.check_rollback:
             return
-        known = KnownStores(state_dir).store_at(target)
+        known = KnownStores(options.state_dir).store_at(target)
         if known is not None:
             # Another creator of this client may have made (and remembered) the store since the
             # caller looked: that is the store we know, not a reset one.

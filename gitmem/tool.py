@@ -10,8 +10,7 @@ import logging
 import os
 import reprlib
 from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
@@ -27,11 +26,15 @@ from anyio.to_thread import run_sync
 
 from . import paths
 from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError, printable
-from .limits import Limits, fit_directory_view, fit_file_view
+from .limits import fit_directory_view, fit_file_view
+from .options import Settings, StoreOptions
 from .render import TooManyLines, edit_snippet, view_directory, view_file
-from .secrets import DEFAULT_POLICY, SecretPolicy, redaction_note
-from .store import DEFAULT_LOCK_TIMEOUT, MemoryStore
+from .secrets import redaction_note
+from .store import MemoryStore
 from .textops import InvalidInsertLine, MultipleMatches, TextNotFound
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("gitmem")
 T = TypeVar("T")
@@ -232,24 +235,9 @@ class MemoryCommands:
 
 
 def _open(
-    repo: str | os.PathLike[str],
-    key: str | bytes | None,
-    session: str | None,
-    lock_timeout: float,
-    state_dir: str | os.PathLike[str] | None,
-    limits: Limits | None = None,
-    secrets: SecretPolicy = DEFAULT_POLICY,
+    repo: str | os.PathLike[str], key: str | bytes | None, options: StoreOptions
 ) -> MemoryStore:
-    return MemoryStore.open(
-        repo,
-        key,
-        create=True,
-        session=session,
-        lock_timeout=lock_timeout,
-        state_dir=None if state_dir is None else Path(state_dir),
-        limits=limits,
-        secrets=secrets,
-    )
+    return MemoryStore.open(repo, key, create=True, options=options)
 
 
 class GitMemoryTool(BetaAbstractMemoryTool):
@@ -258,10 +246,11 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     ``repo`` is a bare repository path, created on first use. ``key`` is the text from
     :func:`gitmem.generate_key` (or 32 bytes); when None it comes from ``GITMEM_KEY``, then the
     file named by ``GITMEM_KEY_FILE``, then the per-user key file of an existing store.
-    ``session`` labels every commit this instance makes (unique per instance when None).
-    ``limits`` caps file, store and ``view`` sizes (default :class:`gitmem.Limits`); ``secrets``
-    is what a write holding a likely credential gets: ``reject`` (default), ``redact`` or
-    ``allow`` (``docs/safeguards.md``).
+    ``options`` (:class:`gitmem.StoreOptions`) and the keyword ``settings`` over it say how the
+    store is used: ``session`` labels every commit this instance makes (unique per instance
+    when None); ``lock_timeout`` and ``state_dir``; ``limits`` caps file, store and ``view``
+    sizes (default :class:`gitmem.Limits`); ``secrets`` is what a write holding a likely
+    credential gets: ``reject`` (default), ``redact`` or ``allow`` (``docs/safeguards.md``).
     """
 
     def __init__(
@@ -269,15 +258,12 @@ class GitMemoryTool(BetaAbstractMemoryTool):
         repo: str | os.PathLike[str],
         *,
         key: str | bytes | None = None,
-        session: str | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: str | os.PathLike[str] | None = None,
-        limits: Limits | None = None,
-        secrets: SecretPolicy = DEFAULT_POLICY,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, session, lock_timeout, state_dir, limits, secrets)
+        self.store = _open(repo, key, StoreOptions.of(options, **settings))
         self._commands = MemoryCommands(self.store)
 
     @property
@@ -328,15 +314,12 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
         repo: str | os.PathLike[str],
         *,
         key: str | bytes | None = None,
-        session: str | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
-        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-        state_dir: str | os.PathLike[str] | None = None,
-        limits: Limits | None = None,
-        secrets: SecretPolicy = DEFAULT_POLICY,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, session, lock_timeout, state_dir, limits, secrets)
+        self.store = _open(repo, key, StoreOptions.of(options, **settings))
         self._commands = MemoryCommands(self.store)
 
     @property

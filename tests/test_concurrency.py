@@ -18,6 +18,7 @@ import helpers_proc as hp
 import pytest
 
 import gitmem
+from gitmem.options import StoreOptions
 from gitmem.store import MemoryStore
 
 _TIMEOUT = 300.0
@@ -222,15 +223,13 @@ def test_a_creator_that_loses_the_race_to_a_known_store_opens_it(
     original = MemoryStore._refuse_vanished
     raced: list[bool] = []
 
-    def racing_creator_finishes_first(
-        target: Path, state_dir: Path | None, check_rollback: bool
-    ) -> None:
+    def racing_creator_finishes_first(target: Path, options: StoreOptions) -> None:
         if not raced:
             raced.append(True)
             gitmem.GitMemoryTool(target, key=key, session="winner").call(
                 {"command": "create", "path": "/memories/w.md", "file_text": "w\n"}
             )
-        original(target, state_dir, check_rollback)
+        original(target, options)
 
     with monkeypatch.context() as patched:
         patched.setattr(MemoryStore, "_refuse_vanished", racing_creator_finishes_first)

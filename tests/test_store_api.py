@@ -148,3 +148,51 @@ def test_a_branch_that_never_stops_moving_is_a_conflict(
     monkeypatch.setattr(GitRepo, "update_ref", always_moved)
     with pytest.raises(ConflictError, match="kept moving"):
         store.restore("HEAD")
+
+
+def test_one_options_object_reaches_the_store(repo_path: Path, key: str, tmp_path: Path) -> None:
+    limits = gitmem.Limits(max_file_bytes=10)
+    options = gitmem.StoreOptions(
+        session="s1",
+        lock_timeout=2.0,
+        state_dir=tmp_path / "state",
+        limits=limits,
+        secrets="redact",
+    )
+    tool = gitmem.GitMemoryTool(repo_path, key=key, options=options)
+    store = tool.store
+    assert (store.session, store.lock_timeout, store.limits, store.secrets) == (
+        "s1",
+        2.0,
+        limits,
+        "redact",
+    )
+    assert store.options == options
+    assert (tmp_path / "state" / f"{store.store_id}.json").exists() is False  # nothing seen yet
+    store.create("/memories/a.md", "x\n")
+    assert (tmp_path / "state" / f"{store.store_id}.json").exists()
+    with pytest.raises(gitmem.LimitExceeded):
+        store.create("/memories/b.md", "much more than ten bytes\n")
+    # Keyword settings override the options object's fields; limits=None means the defaults.
+    again = gitmem.MemoryStore.open(
+        repo_path, key, options=options, session="s2", limits=None, check_rollback=False
+    )
+    assert (again.session, again.lock_timeout, again.secrets) == ("s2", 2.0, "redact")
+    assert again.limits == gitmem.Limits() and again.high_water is None
+    assert options.session == "s1"  # the object given is never changed
+
+
+def test_the_keyword_settings_still_work(repo_path: Path, key: str) -> None:
+    tool = gitmem.AsyncGitMemoryTool(repo_path, key=key, session="kw", secrets="allow")
+    assert (tool.store.session, tool.store.secrets) == ("kw", "allow")
+    assert tool.store.options == gitmem.StoreOptions(session="kw", secrets="allow")
+
+
+def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
+    repo_path: Path, key: str
+) -> None:
+    with pytest.raises(gitmem.UsageError, match="secrets must be one of"):
+        gitmem.StoreOptions(secrets="maybe")  # type: ignore[arg-type]
+    with pytest.raises(gitmem.UsageError, match="secrets must be one of"):
+        gitmem.GitMemoryTool(repo_path, key=key, secrets="maybe")  # type: ignore[arg-type]
+    assert not repo_path.exists()

@@ -1,0 +1,70 @@
+"""``StoreOptions``: the settings of an open store, in one frozen value.
+
+The tool constructors, :meth:`gitmem.MemoryStore.open`, :meth:`~gitmem.MemoryStore.init` and
+the store itself take one ``options=StoreOptions(...)``; each also takes the same settings as
+keyword arguments (``session=...``), which override the ones in ``options``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from .limits import Limits
+from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """How a store is used: who writes, how long to wait, which safeguards hold.
+
+    ``session`` labels every commit (a fresh unique label when None); ``lock_timeout`` is the
+    seconds a write waits for another writer; ``state_dir`` holds the high-water marks (None:
+    the per-user state directory); ``check_rollback`` turns rollback detection on; ``limits``
+    caps sizes (``docs/safeguards.md``); ``secrets`` is ``reject``, ``redact`` or ``allow``.
+    """
+
+    session: str | None = None
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    state_dir: str | os.PathLike[str] | None = None
+    check_rollback: bool = True
+    limits: Limits = field(default_factory=Limits)
+    secrets: SecretPolicy = DEFAULT_POLICY
+
+    def __post_init__(self) -> None:
+        check_policy(self.secrets)
+
+    @classmethod
+    def of(cls, options: StoreOptions | None = None, **settings: Unpack[Settings]) -> StoreOptions:
+        """``options`` (default: all defaults) with the keyword ``settings`` given over it.
+
+        ``limits=None`` means the default limits, as the keyword arguments always have.
+        """
+        base = cls() if options is None else options
+        if not settings:
+            return base
+        given: dict[str, Any] = dict(settings)
+        if given.get("limits", Limits()) is None:
+            given["limits"] = Limits()
+        return dataclasses.replace(base, **given)
+
+
+class Settings(TypedDict, total=False):
+    """The keyword form of :class:`StoreOptions`' fields, for ``**settings`` parameters."""
+
+    session: str | None
+    lock_timeout: float
+    state_dir: str | os.PathLike[str] | None
+    check_rollback: bool
+    limits: Limits | None
+    secrets: SecretPolicy
+
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "Settings", "StoreOptions"]
