@@ -6,16 +6,22 @@
 
 Both tools run in this process, through ``tool.call`` (input validation included), on the same
 small memory: a dozen notes of about 1 KiB in a few directories. Each command is timed on its
-own batch of calls after a few untimed warm-up calls. What each tool does to be durable differs:
-the reference (``BetaLocalFilesystemMemoryTool``) fsyncs a file's data on create, str_replace
-and insert, but no directory, and nothing on delete or rename; gitmem fsyncs every object, the
-ref and its directories, and the client's high-water mark, on every write.
+own batch of calls after a few untimed warm-up calls; the two tools' calls alternate (which goes
+first alternates too), so both see the same machine load. Both are durable when a call returns:
+the SDK's ``BetaLocalFilesystemMemoryTool`` fsyncs a file's data on create, str_replace and
+insert (through a temporary file and a rename) but no directory, and nothing on delete or
+rename, so the reference here (``DurableReference``) adds what a power loss needs: an fsync of
+each directory whose entries the call changed (the file's directory, both directories of a
+rename, and the parent of each directory the call created). gitmem flushes as design.md
+("Writing", step 7) says. The write ratio is the geometric mean of the five write commands'
+ratios of medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -32,7 +38,41 @@ from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMem
 import gitmem
 
 COMMANDS = ("view file", "view dir", "create", "str_replace", "insert", "rename", "delete")
+WRITES = ("create", "str_replace", "insert", "rename", "delete")
 _WARMUP = 3
+
+
+class DurableReference(BetaLocalFilesystemMemoryTool):
+    """The SDK's filesystem tool, plus the directory fsyncs that make each write durable."""
+
+    def call(self, input: object) -> Any:
+        command = input if isinstance(input, dict) else {}
+        paths = [command.get(k) for k in ("path", "old_path", "new_path")]
+        touched = [self._dirs_to_flush(p) for p in paths if command.get("command") != "view" and p]
+        result = super().call(input)
+        for directories in touched:
+            for directory in directories:
+                if directory.is_dir():
+                    _fsync_dir(directory)
+        return result
+
+    def _dirs_to_flush(self, path: str) -> list[Path]:
+        """The file's directory and each directory the call may create, up to one that exists."""
+        target = self.memory_root.parent / path.lstrip("/")
+        out = [target.parent]
+        current = target.parent
+        while not current.exists() and current != self.memory_root.parent:
+            current = current.parent
+            out.append(current)
+        return out
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def note(i: int) -> str:
@@ -83,22 +123,36 @@ def batches(ops: int) -> dict[str, Callable[[int], dict[str, Any]]]:
     }
 
 
-def measure(tool: BetaAbstractMemoryTool, ops: int) -> dict[str, list[float]]:
-    """Seconds per call of each command, in the order of COMMANDS."""
-    seed(tool)
-    timings: dict[str, list[float]] = {}
-    for name, make in batches(ops).items():
-        samples: list[float] = []
+def timed(tool: BetaAbstractMemoryTool, command: dict[str, Any]) -> float:
+    """Seconds one call takes; the call must succeed."""
+    started = time.perf_counter()
+    result = tool.call(command)
+    elapsed = time.perf_counter() - started
+    assert isinstance(result, str) and not result.startswith("Error"), (command, result)
+    return elapsed
+
+
+def measure(
+    tools: dict[str, BetaAbstractMemoryTool], ops: int
+) -> dict[str, dict[str, list[float]]]:
+    """Seconds per call of each command for each tool, the tools' calls interleaved."""
+    for tool in tools.values():
+        seed(tool)
+    timings: dict[str, dict[str, list[float]]] = {name: {} for name in tools}
+    order = list(tools)
+    for command, make in batches(ops).items():
+        for name in order:
+            timings[name][command] = []
         for i in range(_WARMUP + ops):
-            command = make(i)
-            started = time.perf_counter()
-            result = tool.call(command)
-            elapsed = time.perf_counter() - started
-            assert isinstance(result, str) and not result.startswith("Error"), (name, result)
-            if i >= _WARMUP:
-                samples.append(elapsed)
-        timings[name] = samples
+            for name in order if i % 2 else reversed(order):
+                elapsed = timed(tools[name], make(i))
+                if i >= _WARMUP:
+                    timings[name][command].append(elapsed)
     return timings
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -135,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         os.environ["GITMEM_STATE_DIR"] = str(base / "state")
         git = gitmem.GitMemoryTool(base / "store.git", key=gitmem.generate_key(), session="bench")
-        reference = BetaLocalFilesystemMemoryTool(base_path=str(base / "reference"))
-        results = {"gitmem": measure(git, args.ops), "reference": measure(reference, args.ops)}
+        reference = DurableReference(base_path=str(base / "reference"))
+        results = measure({"gitmem": git, "reference": reference}, args.ops)
         fs_type = filesystem(base)
     table = {
         name: {
@@ -147,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for row in table.values():
         row["ratio"] = {"median": row["gitmem"]["median_ms"] / row["reference"]["median_ms"]}
+    writes = geometric_mean([table[name]["ratio"]["median"] for name in WRITES])
     environment = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -154,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         "gitmem": gitmem.__version__,
     }
     if args.json:
-        print(json.dumps({"ops": args.ops, "commands": table, "environment": environment}))
+        body = {"ops": args.ops, "commands": table, "writes_ratio": writes}
+        print(json.dumps({**body, "environment": environment}))
         return 0
     print(
         f"{args.ops} timed calls per command; {environment['filesystem']} filesystem; "
@@ -167,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         g, r = row["gitmem"], row["reference"]
         print(
             f"{name:<12} {g['median_ms']:>8.2f} {g['p90_ms']:>8.2f} "
-            f"{r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {row['ratio']['median']:>6.1f}x"
+            f"{r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {row['ratio']['median']:>6.2f}x"
         )
+    print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
     return 0
 
 

@@ -621,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         why: dict[str, int] = {}
         for failure in result.failures:
-            why[failure["why"][:100]] = why.get(failure["why"][:100], 0) + 1
+            kind = re.sub(r"[0-9a-f]{12,40}", "<id>", failure["why"])[:100]
+            why[kind] = why.get(kind, 0) + 1
         for text, count in sorted(why.items(), key=lambda kv: -kv[1]):
             print(f"  {count:5d}  {text}")
     return 1 if result.failures else 0

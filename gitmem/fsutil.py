@@ -8,9 +8,12 @@ cannot drift apart between callers.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -64,6 +67,42 @@ def fsync_dir(path: _PathLike) -> None:
         os.close(fd)
 
 
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function: Callable[[int], int] = libc.syncfs
+    except (OSError, AttributeError):
+        return None  # not Linux (or a libc without it)
+    return function
+
+
+_SYNCFS = _load_syncfs()
+
+
+def can_syncfs() -> bool:
+    """True when :func:`syncfs` is available (Linux)."""
+    return _SYNCFS is not None
+
+
+def syncfs(path: _PathLike) -> None:
+    """Make everything written to the file system holding ``path`` durable, in one call.
+
+    Linux's ``syncfs(2)``: every file's data and every directory entry written on that file
+    system before the call is on stable storage when it returns (one journal commit and one
+    cache flush, however many files were written). Raises :class:`OSError` on a write-back
+    error, and when :func:`can_syncfs` is false.
+    """
+    if _SYNCFS is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available on this system")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _SYNCFS(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+    finally:
+        os.close(fd)
+
+
 def _temp_name(target: Path) -> Path:
     # Unique per process, thread and call: threads of one process must never share a temporary
     # file, or one renames the other's half-written file away (FileNotFoundError).
@@ -71,12 +110,14 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(f".{target.name}.tmp-{tag}")
 
 
-def atomic_write(path: _PathLike, data: bytes) -> None:
+def atomic_write(path: _PathLike, data: bytes, *, durable: bool = True) -> None:
     """Replace the file at ``path`` by ``data`` (mode 0600), all or nothing.
 
     The data goes to a unique temporary file beside ``path``, which is fsynced, renamed over
     ``path``, and then the directory is fsynced: a crash leaves the old file or the new one.
-    The parent directory must exist.
+    The parent directory must exist. With ``durable=False`` nothing is fsynced: readers see
+    the old file or the new one, but a power loss may leave the old one, or an empty file, until
+    a later flush of the file system (:func:`syncfs`) covers the write.
     """
     target = Path(path)
     tmp = _temp_name(target)
@@ -86,13 +127,15 @@ def atomic_write(path: _PathLike, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    fsync_dir(target.parent)
+    if durable:
+        fsync_dir(target.parent)
 
 
 def write_new_file(path: _PathLike, data: bytes) -> None:

@@ -26,11 +26,24 @@ from typing import NamedTuple
 import pygit2
 from pygit2.enums import FileMode, ObjectType, SortMode
 
-from .errors import ConflictError, IntegrityError, LockTimeout, NoStore
-from .fsutil import DIR_MODE, fsync_dir, fsync_file, make_private_dirs, open_lock_file
+from .errors import ConflictError, GitMemError, IntegrityError, LockTimeout, NoStore
+from .fsutil import (
+    DIR_MODE,
+    FILE_MODE,
+    can_syncfs,
+    fsync_dir,
+    fsync_file,
+    make_private_dirs,
+    open_lock_file,
+    syncfs,
+)
 
-# libgit2 does not fsync unless told to; gitmem acknowledges a write only once it is durable.
-pygit2.settings.enable_fsync_gitdir(True)
+# gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
+# syncfs(2) exists, libgit2 writes without fsync and a write costs two flushes of the whole file
+# system, one before the ref moves and one after, instead of two fsyncs per object and per ref;
+# elsewhere libgit2 fsyncs each file and the directory it is in.
+_BATCHED = can_syncfs()
+pygit2.settings.enable_fsync_gitdir(not _BATCHED)
 # Refuse to write objects that do not parse, and check every object's hash on read, so a
 # corrupted loose object is an error rather than silently different bytes.
 pygit2.settings.enable_strict_object_creation(True)
@@ -100,6 +113,7 @@ class GitRepo:
             repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
             # No reflogs: they would record when and how often refs moved; nothing needs them.
             repo.config["core.logAllRefUpdates"] = "false"
+            made.flush()
         return made
 
     @property
@@ -234,31 +248,103 @@ class GitRepo:
         return str(target)
 
     def create_ref(self, name: str, oid: str) -> None:
-        """Create ``name`` at ``oid``; :class:`ConflictError` if it already exists."""
+        """Create ``name`` at ``oid`` durably; :class:`ConflictError` if it already exists."""
+        if _BATCHED:
+            self._swap_ref(name, oid, None)
+            return
+        self.flush()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
         try:
             self._git.references.create(name, pygit2.Oid(hex=oid))
         except (pygit2.AlreadyExistsError, ValueError) as exc:
             raise ConflictError(f"the ref {name} already exists") from exc
+        self.flush()
 
     def update_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` to ``new`` only if it still points at ``expected`` (compare-and-swap).
 
         ``expected=None`` means the ref must not exist yet. Raises :class:`ConflictError` when
-        the ref moved.
+        the ref moved. Durable on return; everything written before it (the objects it points
+        at) reaches stable storage before the ref does.
         """
         if expected is None:
             self.create_ref(name, new)
-            return
+        elif _BATCHED:
+            self._swap_ref(name, new, expected)
+        else:
+            self._set_ref(name, new, expected)
+        self._auto_maintain()
+
+    def _auto_maintain(self) -> None:
+        # The write is durable already: a failure here (a full disk) must not fail it; the next
+        # write tries again, and so does `gitmem gc`.
+        with contextlib.suppress(OSError, pygit2.GitError, GitMemError):
+            self.maintain()
+
+    def _set_ref(self, name: str, new: str, expected: str) -> None:
+        """Move a ref through libgit2, which fsyncs it (where syncfs is missing)."""
         try:
             ref = self._git.references[name]
         except KeyError:
             raise ConflictError(f"the ref {name} disappeared during the write") from None
         if str(ref.target) != expected:
             raise ConflictError(f"the ref {name} moved during the write")
+        self.flush()
         try:
             ref.set_target(pygit2.Oid(hex=new))
         except pygit2.GitError as exc:
             raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
+        self.flush()
+
+    def _swap_ref(self, name: str, new: str, expected: str | None) -> None:
+        """Move (or create) a loose ref in two flushes of the file system.
+
+        git's ref protocol: ``<ref>.lock`` is created exclusively (any git process that moves
+        the ref takes the same lock), the ref is checked under it, the new id written into it,
+        and the lock renamed over the ref. The first flush makes the objects and the lock's
+        content durable before the rename (so a crash never leaves a ref naming a missing object,
+        nor an empty ref); the second makes the rename durable.
+        """
+        path = self.path / name
+        lock = path.with_name(path.name + ".lock")
+        make_private_dirs(path.parent)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(lock, flags, FILE_MODE)
+        except FileExistsError:
+            raise ConflictError(
+                f"the ref {name} is locked by another process ({lock.name} exists)"
+            ) from None
+        try:
+            try:
+                current = self.ref(name)
+                if current != expected:
+                    what = "already exists" if expected is None else "moved during the write"
+                    raise ConflictError(f"the ref {name} {what}")
+                os.write(fd, f"{new}\n".encode())
+            finally:
+                os.close(fd)
+            self.flush()
+            os.replace(lock, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            raise
+        self.flush()
+
+    def flush(self) -> None:
+        """Make everything written to the repository so far durable.
+
+        One ``syncfs`` where available. Elsewhere libgit2 has already fsynced each object, ref
+        and the directory it is in; what it leaves out is the directory holding a new directory
+        (``objects/`` when an ``objects/xx`` fan-out is new, ``refs/`` for a new ``refs/xx``),
+        which this fsyncs.
+        """
+        if _BATCHED:
+            syncfs(self.path)
+            return
+        for relative in ("objects", "refs", "refs/heads", "refs/gitmem", ""):
+            with contextlib.suppress(FileNotFoundError):
+                fsync_dir(self.path / relative)
 
     # -- locking --------------------------------------------------------------------------
 
@@ -375,10 +461,7 @@ class GitRepo:
                 continue
             report.pruned += len(garbage)
             report.removed_packs += 1
-            # The index goes first: a pack without one is invisible to new readers.
-            for suffix in (".idx", ".pack", ".rev", ".bitmap", ".mtimes"):
-                with contextlib.suppress(FileNotFoundError):
-                    idx.with_suffix(suffix).unlink()
+            _remove_pack(idx)
         for fanout in objects.iterdir() if objects.is_dir() else []:
             if len(fanout.name) != 2 or not fanout.is_dir():
                 continue
@@ -402,6 +485,51 @@ class GitRepo:
         with contextlib.suppress(AttributeError):
             del self._local.repo  # reopened on next use, letting go of removed packs
         report.bytes_after = _tree_bytes(objects)
+        return report
+
+    def maintain(self) -> MaintenanceReport:
+        """Pack loose objects and merge small packs when there are enough of them, like
+        ``git gc --auto`` (design.md, "Maintenance"). The caller holds the writer lock.
+
+        Bounded: it packs at most the loose objects of the last few hundred writes, and merges
+        packs geometrically (each pack merged is smaller than half the pack above it), so the
+        work it does is proportional to what was written since the last time, amortized.
+        Nothing is pruned: unreferenced objects are packed like the others and left to
+        :meth:`gc`.
+        """
+        report = MaintenanceReport()
+        objects = self.path / "objects"
+        if _loose_estimate(objects) >= AUTO_PACK_LOOSE:
+            loose = _loose_objects(objects)
+            if loose:
+                pack_dir = objects / "pack"
+                idx = self._write_pack(dict.fromkeys(loose, ""), pack_dir)
+                if not _pack_index_oids(idx) >= set(loose):
+                    raise IntegrityError("the new pack lacks loose objects; nothing was removed")
+                for oid in loose:
+                    with contextlib.suppress(FileNotFoundError):
+                        (objects / oid[:2] / oid[2:]).unlink()
+                for fanout in {oid[:2] for oid in loose}:
+                    with contextlib.suppress(OSError):
+                        (objects / fanout).rmdir()  # only succeeds when empty
+                report.packed_loose = len(loose)
+        merge = _packs_to_merge(objects / "pack")
+        if merge:
+            wanted: dict[str, str] = {}
+            for idx in merge:
+                wanted.update(dict.fromkeys(_pack_index_oids(idx), ""))
+            new_idx = self._write_pack(wanted, objects / "pack")
+            if not _pack_index_oids(new_idx) >= wanted.keys():
+                raise IntegrityError("the merged pack lacks objects; nothing was removed")
+            with contextlib.suppress(FileNotFoundError):
+                (objects / "pack" / "multi-pack-index").unlink()
+            for idx in merge:
+                if idx != new_idx:
+                    _remove_pack(idx)
+            report.merged_packs = len(merge)
+        if report.packed_loose or report.merged_packs:
+            with contextlib.suppress(AttributeError):
+                del self._local.repo  # reopened on next use, letting go of removed packs
         return report
 
     def _write_pack(self, objects: dict[str, str], pack_dir: Path) -> Path:
@@ -431,6 +559,78 @@ class GitRepo:
 
 
 _GC_TMP_PREFIX = "gitmem-gc-"
+# Automatic maintenance (GitRepo.maintain): pack the loose objects once about this many have
+# accumulated (about 60 small writes; git's gc.auto is 6,700, but each loose object here is a
+# few hundred bytes in a file-system block of 4 KiB) ...
+AUTO_PACK_LOOSE = 384
+# ... and merge packs once there are more than this many, the smallest first.
+AUTO_PACK_LIMIT = 8
+_HEX_NAMES = frozenset(f"{i:02x}" for i in range(256))
+
+
+@dataclass
+class MaintenanceReport:
+    """What automatic maintenance did: loose objects packed, packs merged into one."""
+
+    packed_loose: int = 0
+    merged_packs: int = 0
+
+
+def _loose_estimate(objects: Path) -> int:
+    """About how many loose objects there are, from four of the 256 fan-out directories."""
+    seen = 0
+    for fanout in ("00", "55", "aa", "ff"):
+        with contextlib.suppress(OSError):
+            seen += len(os.listdir(objects / fanout))
+    return seen * 64
+
+
+def _loose_objects(objects: Path) -> list[str]:
+    """Every loose object id (a name that is not one is left alone)."""
+    found: list[str] = []
+    for fanout in sorted(_HEX_NAMES & set(os.listdir(objects))):
+        for name in os.listdir(objects / fanout):
+            oid = fanout + name
+            if len(oid) == 40 and set(oid) <= _HEX_TEXT:
+                found.append(oid)
+    return found
+
+
+_HEX_TEXT = frozenset("0123456789abcdef")
+
+
+def _packs_to_merge(pack_dir: Path) -> list[Path]:
+    """The packs to merge into one, or none while there are few enough.
+
+    Geometric, as ``git repack --geometric=2``: sorted by size, the smallest packs up to the
+    first pack at least twice as large as all smaller ones together are merged; larger packs,
+    which hold most of the history, are left alone, so a merge costs about what was written
+    since the previous one.
+    """
+    try:
+        packs = [(p.with_suffix(".pack").stat().st_size, p) for p in pack_dir.glob("pack-*.idx")]
+    except OSError:
+        return []
+    packs = [entry for entry in packs if not entry[1].with_suffix(".keep").exists()]
+    if len(packs) <= AUTO_PACK_LIMIT:
+        return []
+    packs.sort()
+    total, cut = 0, 0
+    for i, (size, _) in enumerate(packs):
+        if i >= 2 and size >= 2 * total:
+            break
+        total += size
+        cut = i + 1
+    return [path for _, path in packs[:cut]] if cut >= 2 else []
+
+
+def _remove_pack(idx: Path) -> None:
+    # The index goes first: a pack without one is invisible to new readers.
+    for suffix in (".idx", ".pack", ".rev", ".bitmap", ".mtimes"):
+        with contextlib.suppress(FileNotFoundError):
+            idx.with_suffix(suffix).unlink()
+
+
 # Unreferenced objects younger than this survive a gc (git's default gc.pruneExpire).
 DEFAULT_GC_GRACE = 14 * 24 * 3600.0
 

@@ -65,7 +65,12 @@ class HighWater:
             current = self.read()
             if current is not None and current.seq >= mark.seq:
                 return
-            self._write(mark)
+            # Not flushed: every commit a mark names was durable before the mark was written,
+            # so the mark is never ahead of the stored branch; a power loss can only take back
+            # its latest advances, and the next read of the head re-advances it. The next
+            # write's flush of the file system (GitRepo.flush) makes it durable when the state
+            # directory shares the repository's file system.
+            self._write(mark, durable=False)
 
     def reset(self, mark: Mark | None) -> None:
         """Replace the mark unconditionally (the user accepted the current branch)."""
@@ -74,12 +79,11 @@ class HighWater:
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()
             else:
-                self._write(mark)
+                self._write(mark, durable=True)  # a user's decision: it must not be lost
 
-    def _write(self, mark: Mark) -> None:
-        # Durable: a mark lost to a power cut would let a rollback of that last step pass unseen.
+    def _write(self, mark: Mark, *, durable: bool) -> None:
         body = json.dumps({"commit": mark.commit, "seq": mark.seq})
-        atomic_write(self.path, body.encode("utf-8"))
+        atomic_write(self.path, body.encode("utf-8"), durable=durable)
 
 
 @contextlib.contextmanager

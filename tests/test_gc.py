@@ -236,3 +236,50 @@ def test_the_gc_command(repo_path: Path, key: str) -> None:
     assert result.stdout.startswith(f"Packed {report['packed']} {objects}; pruned 0 unreferenced")
     bad = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "soon"], env=env)
     assert bad.exit_code == 2
+
+
+# -- automatic maintenance ------------------------------------------------------------------
+
+
+def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import gitrepo
+
+    # Thresholds of one object and two packs, so that a few writes exercise both steps.
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
+    store = filled(repo_path, key)
+    for i in range(12):
+        store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
+    assert loose_objects(repo_path) == set()
+    assert 1 <= len(packs(repo_path)) <= 3
+    assert not list(repo_path.glob("gitmem-gc-*"))
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.files() == store.files()
+    assert fresh.verify().ok
+    assert [op.seq for op in fresh.log()] == list(range(19, 0, -1))
+    # Nothing reachable was lost to the merges: a full gc finds every object.
+    assert set(fresh.repo.reachable()) <= set().union(
+        *(_pack_index_oids(i) for i in packs(repo_path))
+    )
+
+
+def test_no_maintenance_below_the_thresholds(repo_path: Path, key: str) -> None:
+    filled(repo_path, key)
+    assert loose_objects(repo_path)
+    assert packs(repo_path) == []
+
+
+def test_a_failing_maintenance_does_not_fail_the_write(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import gitrepo
+
+    def full(self: gitrepo.GitRepo) -> gitrepo.MaintenanceReport:
+        raise OSError(28, "No space left on device")
+
+    store = filled(repo_path, key, files=2)
+    monkeypatch.setattr(gitrepo.GitRepo, "maintain", full)
+    op = store.create(parse_path("/memories/after.md"), "still written\n")
+    assert MemoryStore.open(repo_path, key).head() == op.commit
