@@ -10,6 +10,14 @@ databases measured.
 
     python benchmarks/bench_history_size.py                 # 1,000 sessions, 1,000 features
     python benchmarks/bench_history_size.py --sessions 200  # quicker
+    python benchmarks/bench_history_size.py --shape lines   # the second workload
+
+A second shape (``--shape lines``): each session appends eight lines of random words to
+``progress.md`` and ticks one item, nothing else.
+
+The first figure is the store as the writes left it, with no manual gc: the writes pack their
+loose objects and merge packs by themselves (design.md, "Maintenance"). It is given as bytes of
+the files and as disk use (allocated blocks, which is what a loose object really costs).
 
 fsync is off while the stores are built (``--fsync`` turns it on): it changes how long the run
 takes, not a single byte of either repository.
@@ -87,8 +95,11 @@ class Words:
         return " ".join(out)
 
 
-def workload(sessions: int, features: int, seed: int = 1) -> Iterator[Op]:
+def workload(sessions: int, features: int, seed: int = 1, shape: str = "progress") -> Iterator[Op]:
     """The operations of the workload, in order (deterministic for a given ``seed``)."""
+    if shape == "lines":
+        yield from lines_workload(sessions, features, seed)
+        return
     rnd = random.Random(seed)
     words = Words(rnd)
     items = [f"- [ ] F{i:04d}: {words.text(30)}\n" for i in range(features)]
@@ -112,6 +123,23 @@ def workload(sessions: int, features: int, seed: int = 1) -> Iterator[Op]:
         if n % 10 == 0:
             note = f"# Note from {label}\n\n{words.text(300)}\n"
             yield Op(label, "create", f"/memories/notes/{label}.md", note)
+
+
+def lines_workload(sessions: int, features: int, seed: int = 1) -> Iterator[Op]:
+    """Each session appends eight lines of random words and ticks one checklist item."""
+    rnd = random.Random(seed)
+    words = Words(rnd)
+    items = [f"- [ ] F{i:04d}: {words.text(30)}\n" for i in range(features)]
+    yield Op("init", "create", "/memories/features.md", "# Features\n\n" + "".join(items))
+    yield Op("init", "create", "/memories/progress.md", "# Progress log\n")
+    lines = 1
+    for n in range(1, sessions + 1):
+        label = f"session-{n:04d}"
+        entry = "".join(f"{words.text(rnd.randint(30, 90))}\n" for _ in range(8))
+        yield Op(label, "insert", "/memories/progress.md", entry, str(lines))
+        lines += 8
+        item = f"- [ ] F{(n - 1) % features:04d}:"
+        yield Op(label, "str_replace", "/memories/features.md", item.replace("[ ]", "[x]"), item)
 
 
 def apply_gitmem(store: MemoryStore, ops: list[Op]) -> None:
@@ -180,6 +208,11 @@ def object_bytes(repo: Path) -> int:
     return sum(p.stat().st_size for p in (repo / "objects").rglob("*") if p.is_file())
 
 
+def disk_use(repo: Path) -> int:
+    """Bytes of disk the object database occupies (allocated blocks, as ``du`` counts)."""
+    return sum(p.stat().st_blocks * 512 for p in (repo / "objects").rglob("*") if p.is_file())
+
+
 def git_gc_aggressive(repo: Path) -> None:
     subprocess.run(
         ["git", "-C", str(repo), "gc", "--aggressive", "--prune=now", "--quiet"], check=True
@@ -192,10 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=1000)
     parser.add_argument("--fsync", action="store_true", help="keep fsync on while building")
     parser.add_argument("--keep", type=Path, help="build the repositories under this directory")
+    parser.add_argument("--shape", choices=("progress", "lines"), default="progress")
     args = parser.parse_args(argv)
     if not args.fsync:
         pygit2.settings.enable_fsync_gitdir(False)
-    ops = list(workload(args.sessions, args.features))
+    ops = list(workload(args.sessions, args.features, shape=args.shape))
     work = args.keep or Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -212,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         print("the two repositories hold different memories", file=sys.stderr)
         return 1
     loose = object_bytes(store.path)
+    as_written = disk_use(store.path)
+    subprocess.run(["git", "-C", str(plain_path), "gc", "--quiet"], check=True)
+    plain_gc, plain_gc_disk = object_bytes(plain_path), disk_use(plain_path)
     report = store.gc()
     after_gitmem_gc = object_bytes(store.path)
     git_gc_aggressive(plain_path)
@@ -228,7 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         f"plain git built in {plain_built - started:.1f}s, "
         f"gitmem in {gitmem_built - plain_built:.1f}s"
     )
-    print(f"gitmem loose objects before gc: {loose:,} bytes")
+    print(f"gitmem as written (no manual gc): {loose:,} bytes, {as_written:,} on disk")
+    print(f"plain git after `git gc`:          {plain_gc:,} bytes, {plain_gc_disk:,} on disk")
+    print(
+        f"ratio as written / plain git gc: {loose / plain_gc:.2f}x bytes, "
+        f"{as_written / plain_gc_disk:.2f}x disk (target <= 3x)"
+    )
     print(f"gitmem after `gitmem gc`:       {after_gitmem_gc:,} bytes ({report.packed} objects)")
     print(f"plain git after gc --aggressive:  {plain_size:,} bytes")
     print(f"gitmem after gc --aggressive:     {gitmem_size:,} bytes")

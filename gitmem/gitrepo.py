@@ -113,7 +113,7 @@ class GitRepo:
             repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
             # No reflogs: they would record when and how often refs moved; nothing needs them.
             repo.config["core.logAllRefUpdates"] = "false"
-            made.flush()
+            made.sync()
         return made
 
     @property
@@ -252,12 +252,12 @@ class GitRepo:
         if _BATCHED:
             self._swap_ref(name, oid, None)
             return
-        self.flush()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
+        self.sync()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
         try:
             self._git.references.create(name, pygit2.Oid(hex=oid))
         except (pygit2.AlreadyExistsError, ValueError) as exc:
             raise ConflictError(f"the ref {name} already exists") from exc
-        self.flush()
+        self.sync()
 
     def update_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move ``name`` to ``new`` only if it still points at ``expected`` (compare-and-swap).
@@ -288,12 +288,12 @@ class GitRepo:
             raise ConflictError(f"the ref {name} disappeared during the write") from None
         if str(ref.target) != expected:
             raise ConflictError(f"the ref {name} moved during the write")
-        self.flush()
+        self.sync()
         try:
             ref.set_target(pygit2.Oid(hex=new))
         except pygit2.GitError as exc:
             raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
-        self.flush()
+        self.sync()
 
     def _swap_ref(self, name: str, new: str, expected: str | None) -> None:
         """Move (or create) a loose ref in two flushes of the file system.
@@ -323,15 +323,15 @@ class GitRepo:
                 os.write(fd, f"{new}\n".encode())
             finally:
                 os.close(fd)
-            self.flush()
+            self.sync()
             os.replace(lock, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 lock.unlink()
             raise
-        self.flush()
+        self.sync()
 
-    def flush(self) -> None:
+    def sync(self) -> None:
         """Make everything written to the repository so far durable.
 
         One ``syncfs`` where available. Elsewhere libgit2 has already fsynced each object, ref

@@ -68,7 +68,7 @@ class HighWater:
             # Not flushed: every commit a mark names was durable before the mark was written,
             # so the mark is never ahead of the stored branch; a power loss can only take back
             # its latest advances, and the next read of the head re-advances it. The next
-            # write's flush of the file system (GitRepo.flush) makes it durable when the state
+            # write's flush of the file system (GitRepo.sync) makes it durable when the state
             # directory shares the repository's file system.
             self._write(mark, durable=False)
 
