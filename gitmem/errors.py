@@ -7,6 +7,7 @@ and these classes cannot drift apart.
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 
@@ -124,19 +125,31 @@ class ConflictError(GitMemError):
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters and lone surrogates escaped, for error messages."""
+    """``text`` with control, format and invisible characters and lone surrogates escaped, for
+    error messages."""
     out = []
     for ch in text:
         code = ord(ch)
-        # Bidirectional controls are escaped too: they would reorder the message around them.
+        # Format characters (bidirectional controls, zero-width ones, the BOM) are escaped too:
+        # they would reorder the message around them or hide what a name really holds.
         if (
             code < 0x20
             or 0x7F <= code < 0xA0
             or 0xD800 <= code < 0xE000
-            or 0x202A <= code <= 0x202E
-            or 0x2066 <= code <= 0x2069
+            or ch in _INVISIBLE
+            or unicodedata.category(ch) == "Cf"
         ):
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+            out.append(
+                f"\\x{code:02x}"
+                if code < 0x100
+                else f"\\u{code:04x}"
+                if code < 0x10000
+                else f"\\U{code:08x}"
+            )
         else:
             out.append(ch)
     return "".join(out)
+
+
+# Invisible characters outside category Cf: the combining grapheme joiner and the Hangul fillers.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0")

@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import stat
 import threading
 import uuid
 from collections.abc import Callable
@@ -159,14 +160,28 @@ def open_lock_file(path: _PathLike) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
 
 
-def write_private_file(path: _PathLike, data: bytes) -> None:
-    """Write ``data`` over the file at ``path`` in place (mode 0600), never through a link.
+def open_private_file(path: _PathLike, *, overwrite: bool) -> int:
+    """Open the file at ``path`` for writing, mode 0600, never through a link; return its fd.
 
-    For exports, where the caller asked to overwrite: the file's mode is forced to 0600 even
-    when it existed with a wider one.
+    For exports. A new file is created exclusively (``O_EXCL``). An existing one is
+    ``FileExistsError`` unless ``overwrite``; then it is opened only if it is a regular file
+    (``OSError`` with ``EISDIR``/``ELOOP``/... otherwise, never blocking on a FIFO), and the
+    caller truncates it once it has checked what it opened.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, FILE_MODE)
-    with os.fdopen(fd, "wb") as handle:
-        os.fchmod(handle.fileno(), FILE_MODE)
-        handle.write(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, FILE_MODE)
+    except FileExistsError:
+        if not overwrite:
+            raise
+    # Non-blocking: opening a FIFO left there for writing would wait for a reader forever.
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

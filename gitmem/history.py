@@ -22,7 +22,7 @@ from typing import Any
 from . import paths as memory_paths
 from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError
 from .format import KIND_DIR, KIND_FILE
-from .fsutil import DIR_MODE, make_private_dirs, write_private_file
+from .fsutil import DIR_MODE, make_private_dirs, open_private_file
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .render import plural
 from .secrets import SecretRefused
@@ -523,6 +523,50 @@ def _make_private_dir(path: Path) -> None:
     os.chmod(path, DIR_MODE, follow_symlinks=False)
 
 
+def _refuse_colliding_names(entries: Sequence[tuple[MemoryPath, Node]], target: Path) -> None:
+    """Refuse, before anything is written, an export where two names of one directory are one
+    file on a case-insensitive or normalizing file system (Windows, macOS)."""
+    seen: dict[tuple[MemoryPath, str], MemoryPath] = {}
+    clashes: list[str] = []
+    for path, _ in entries:
+        key = (path.parent, memory_paths.fold_name(path.name))
+        other = seen.setdefault(key, path)
+        if other != path:
+            clashes.append(f"{other} and {path}")
+    if clashes:
+        shown = "; ".join(clashes[:10]) + (
+            f"; and {len(clashes) - 10} more" if len(clashes) > 10 else ""
+        )
+        raise UsageError(
+            f"cannot export into {target}: {len(clashes)} pair(s) of names differ only in case "
+            f"or Unicode form and would overwrite each other on Windows or macOS ({shown}); "
+            "rename one of each pair first. Nothing was written."
+        )
+
+
+def _open_export_file(local: Path, force: bool) -> int:
+    try:
+        return open_private_file(local, overwrite=force)
+    except FileExistsError:
+        raise UsageError(
+            f"cannot write {local}: something is already there (another name of this export "
+            "may be the same file on this file system); nothing was overwritten"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {local}: {exc.strerror}") from None
+
+
+def _claim(
+    made: dict[tuple[int, int], MemoryPath], info: os.stat_result, path: MemoryPath, local: Path
+) -> None:
+    other = made.setdefault((info.st_dev, info.st_ino), path)
+    if other != path:
+        raise UsageError(
+            f"cannot export {path}: this file system makes it the same file as {other} "
+            f"(at {local}); the export stopped there, nothing was overwritten"
+        )
+
+
 def export(
     store: MemoryStore,
     directory: str | os.PathLike[str],
@@ -535,7 +579,8 @@ def export(
 
     ``/memories/a/b.md`` becomes ``DIR/a/b.md``. Directories are made owner-only (0700) and
     files 0600. A ``directory`` that is not empty is refused unless ``force``, which overwrites
-    files in place (never following a symbolic link).
+    files in place (never following a symbolic link). Names that would be one file on a
+    case-insensitive or normalizing file system are refused before anything is written.
     """
     target = Path(directory)
     commit = None
@@ -555,20 +600,27 @@ def export(
             raise UsageError(f"{target} is not empty; pass --force to write into it anyway")
     else:
         make_private_dirs(target.parent)
+    entries = list(snapshot.walk())
+    _refuse_colliding_names(entries, target)
     _make_private_dir(target)
     files = dirs = 0
-    entries = list(snapshot.walk())
+    # Every file and directory this export made, by inode: meeting one again under another
+    # name means the file system folds two memory names into one (a backstop for folding
+    # rules beyond the ones _refuse_colliding_names knows).
+    made: dict[tuple[int, int], MemoryPath] = {}
     for path, node in entries:
         local = target.joinpath(*path.parts)
         if node.kind == KIND_DIR:
             _make_private_dir(local)
+            _claim(made, os.lstat(local), path, local)
             dirs += 1
         else:
             data = store.codec.read_file(node.oid)
-            try:
-                write_private_file(local, data)
-            except OSError as exc:
-                raise UsageError(f"cannot write {local}: {exc.strerror}") from None
+            fd = _open_export_file(local, force)
+            with os.fdopen(fd, "wb") as handle:
+                _claim(made, os.fstat(handle.fileno()), path, local)
+                handle.truncate()
+                handle.write(data)
             files += 1
         if progress is not None:
             progress(files + dirs, len(entries))
@@ -609,12 +661,16 @@ def scan_import(source: str | os.PathLike[str], max_file_bytes: int | None) -> I
     origin: dict[MemoryPath, str] = {}
     directories: list[MemoryPath] = []
 
-    def visit(directory: Path, relative: tuple[str, ...]) -> None:
+    # A stack of directories, not recursion: the source's depth is not ours to choose.
+    pending: list[tuple[Path, tuple[str, ...]]] = [(root, ())]
+    while pending:
+        directory, relative = pending.pop()
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:
             problems.append(f"{'/'.join(relative) or '.'}: cannot be read ({exc.strerror})")
-            return
+            continue
+        below: list[tuple[Path, tuple[str, ...]]] = []
         for entry in entries:
             rel = (*relative, entry.name)
             shown = "/".join(rel)
@@ -631,7 +687,7 @@ def scan_import(source: str | os.PathLike[str], max_file_bytes: int | None) -> I
                 problems.append(f"{shown}: a symbolic link")
             elif entry.is_dir():
                 directories.append(path)
-                visit(Path(entry.path), rel)
+                below.append((Path(entry.path), rel))
             elif not entry.is_file():
                 problems.append(f"{shown}: not a regular file")
             else:
@@ -650,8 +706,8 @@ def scan_import(source: str | os.PathLike[str], max_file_bytes: int | None) -> I
                     files[path] = data.decode("utf-8")
                 except UnicodeDecodeError:
                     problems.append(f"{shown}: not UTF-8 text")
+        pending.extend(reversed(below))
 
-    visit(root, ())
     if problems:
         raise ImportRefused(problems)
     return ImportPlan(files, directories)
@@ -684,12 +740,16 @@ def import_(
         redacted: list[dict[str, Any]] = []
         for directory in plan.directories:
             try:
+                tree.check_new_names(directory)
                 tree.put_dir(directory)
             except NotAFile as exc:
                 refused.append(f"{directory}: {exc.path} is a file in the memory")
+            except InvalidPath as exc:
+                refused.append(f"{directory}: {exc.reason}")
         for done, (path, text) in enumerate(sorted(plan.files.items()), 1):
             old = tree.read_bytes(path).decode("utf-8") if tree.kind(path) == KIND_FILE else ""
             try:
+                tree.check_new_names(path)
                 screened = store.screen(old, text)
                 tree.put_file(path, screened.text.encode("utf-8"))
                 redacted.extend({"path": str(path), **r} for r in screened.record())
@@ -697,6 +757,8 @@ def import_(
                 refused.append(f"{path}: a directory or file in the memory is in the way")
             except SecretRefused as exc:
                 refused.append(f"{path}: {exc}")
+            except InvalidPath as exc:
+                refused.append(f"{path}: {exc.reason}")
             if progress is not None:
                 progress(done, len(plan.files))
         if refused:

@@ -125,18 +125,42 @@ class StoreSizer:
 
     def dir_bytes(self, oid: str, path: MemoryPath) -> int:
         """The size of everything below directory tree ``oid`` found at ``path``."""
-        key = (oid, path)
-        cached = self._dirs.get(key)
+        cached = self._dirs.get((oid, path))
         if cached is not None:
             return cached
-        total = sum(
-            self.node_bytes(node, path.child(name))
-            for name, node in self.codec.load_dir(oid, path).nodes.items()
-        )
-        if len(self._dirs) >= _SIZE_CACHE_LIMIT:
-            self._dirs.clear()
-        self._dirs[key] = total
-        return total
+        # Children before parents with an explicit stack, never recursion: the depth of a tree
+        # is the data's, and a deep one must not exhaust Python's stack (issue 14).
+        totals: dict[tuple[str, MemoryPath], int] = {}
+        stack: list[tuple[str, MemoryPath, bool]] = [(oid, path, False)]
+        while stack:
+            dir_oid, at, below_done = stack.pop()
+            key = (dir_oid, at)
+            if key in totals:
+                continue
+            nodes = self.codec.load_dir(dir_oid, at).nodes
+            if not below_done:
+                stack.append((dir_oid, at, True))
+                for name, node in nodes.items():
+                    if node.kind != KIND_DIR:
+                        continue
+                    child = (node.oid, at.child(name))
+                    known = self._dirs.get(child)
+                    if known is not None:
+                        totals[child] = known
+                    else:
+                        stack.append((*child, False))
+                continue
+            total = 0
+            for name, node in nodes.items():
+                if node.kind == KIND_DIR:
+                    total += totals[(node.oid, at.child(name))]
+                else:
+                    total += self.codec.file_size(node.oid)
+            totals[key] = total
+            if len(self._dirs) >= _SIZE_CACHE_LIMIT:
+                self._dirs.clear()
+            self._dirs[key] = total
+        return totals[(oid, path)]
 
     def node_bytes(self, node: Node, path: MemoryPath) -> int:
         """The size of a committed file or directory ``node`` at ``path``."""
@@ -193,9 +217,15 @@ class LimitedEditor(TreeEditor):
         return 0
 
     def _subtree_bytes(self, child: Node | _MutDir, path: MemoryPath) -> int:
-        if isinstance(child, Node):
-            return self.sizer.node_bytes(child, path)
-        return sum(self._subtree_bytes(c, path.child(n)) for n, c in child.nodes.items())
+        total = 0
+        stack = [(child, path)]
+        while stack:
+            item, at = stack.pop()
+            if isinstance(item, Node):
+                total += self.sizer.node_bytes(item, at)
+            else:
+                stack.extend((c, at.child(n)) for n, c in item.nodes.items())
+        return total
 
 
 # -- reads ------------------------------------------------------------------------------------

@@ -591,6 +591,7 @@ class MemoryStore:
             existing = tree.kind(target)
             if existing == KIND_DIR or (existing == KIND_FILE and not overwrite):
                 raise PathExists(str(target))
+            tree.check_new_names(target)
             return self._put_text(tree, target, "", text)
 
         return self._write_one("create", edit)
@@ -647,6 +648,7 @@ class MemoryStore:
                 raise NotFound(str(source))
             if dest.is_within(source):
                 raise UsageError(f"Cannot move {source} into itself")
+            tree.check_new_names(dest, moving=source)
             tree.move(source, dest)
             return Change((str(source), str(dest)), None)
 
@@ -789,24 +791,28 @@ class MemoryStore:
         seen_files: set[str],
         report: VerifyReport,
     ) -> None:
-        if (oid, path) in seen_dirs:
-            return
-        seen_dirs.add((oid, path))
-        try:
-            children = self.codec.load_dir(oid, path).nodes
-        except GitMemError as exc:
-            report.problems.append(f"commit {commit[:12]}, directory {path}: {exc}")
-            return
-        for name, child in children.items():
-            child_path = path.child(name)
-            if child.kind == KIND_DIR:
-                self._verify_dir(child.oid, child_path, commit, seen_dirs, seen_files, report)
-            elif child.oid not in seen_files:
-                seen_files.add(child.oid)
-                try:
-                    decode_text(self.codec.read_file(child.oid), child_path)
-                except GitMemError as exc:
-                    report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
+        # A stack, not recursion: how deep a tree goes is the data's (and an attacker's) choice.
+        stack = [(oid, path)]
+        while stack:
+            dir_oid, at = stack.pop()
+            if (dir_oid, at) in seen_dirs:
+                continue
+            seen_dirs.add((dir_oid, at))
+            try:
+                children = self.codec.load_dir(dir_oid, at).nodes
+            except GitMemError as exc:
+                report.problems.append(f"commit {commit[:12]}, directory {at}: {exc}")
+                continue
+            for name, child in children.items():
+                child_path = at.child(name)
+                if child.kind == KIND_DIR:
+                    stack.append((child.oid, child_path))
+                elif child.oid not in seen_files:
+                    seen_files.add(child.oid)
+                    try:
+                        decode_text(self.codec.read_file(child.oid), child_path)
+                    except GitMemError as exc:
+                        report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
 
     # -- garbage collection ---------------------------------------------------------------
 

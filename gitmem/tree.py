@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from . import chunking, workers
+from . import chunking, paths, workers
 from .crypto import StoreKeys
-from .errors import IntegrityError, NotAFile, NotFound, PathExists
+from .errors import IntegrityError, InvalidPath, NotAFile, NotFound, PathExists
 from .format import (
     COMPRESS_NONE,
     COMPRESS_ZLIB,
@@ -111,16 +111,29 @@ class TreeCodec:
         """Rewrite directory ``oid`` from ``old`` to ``new``: names bind their parent path."""
         if old == new:
             return oid
-        loaded = self.load_dir(oid, old)
-        nodes = {
-            name: (
-                Node(KIND_DIR, self.reseal_dir(node.oid, old.child(name), new.child(name)))
+        # Depth first without recursion (a tree may be deeper than Python's stack): a directory
+        # is written once every directory below it has been, from their new ids.
+        written: dict[MemoryPath, str] = {}
+        stack: list[tuple[str, MemoryPath, MemoryPath, bool]] = [(oid, old, new, False)]
+        while stack:
+            dir_oid, source, target, below_done = stack.pop()
+            loaded = self.load_dir(dir_oid, source)
+            if not below_done:
+                stack.append((dir_oid, source, target, True))
+                stack.extend(
+                    (node.oid, source.child(name), target.child(name), False)
+                    for name, node in loaded.nodes.items()
+                    if node.kind == KIND_DIR
+                )
+                continue
+            nodes = {
+                name: Node(KIND_DIR, written.pop(target.child(name)))
                 if node.kind == KIND_DIR
                 else node
-            )
-            for name, node in loaded.nodes.items()
-        }
-        return self.write_dir(new, nodes, {})
+                for name, node in loaded.nodes.items()
+            }
+            written[target] = self.write_dir(target, nodes, {})
+        return written[new]
 
     # -- files ----------------------------------------------------------------------------
 
@@ -291,42 +304,40 @@ class Snapshot:
         if node.kind != KIND_DIR:
             raise NotAFile(str(path))
         rows: list[ListEntry] = []
-        self._list_into(rows, path, node, "", 1, depth)
-        return rows
-
-    def _list_into(
-        self,
-        rows: list[ListEntry],
-        path: MemoryPath,
-        node: Node,
-        prefix: str,
-        level: int,
-        depth: int,
-    ) -> None:
-        for name, child in sorted(self.children(path, node).items()):
-            if name.startswith(".") or name in EXCLUDED_NAMES:
-                continue
-            rel = f"{prefix}{name}"
+        # A stack instead of recursion (as everywhere a tree is walked): depth is the data's.
+        stack = self._visible_children(path, node, "", 1)
+        while stack:
+            rel, child_path, child, level = stack.pop()
             if child.kind == KIND_DIR:
                 rows.append(ListEntry(rel, KIND_DIR, 0))
                 if level < depth:
-                    self._list_into(rows, path.child(name), child, rel + "/", level + 1, depth)
+                    stack.extend(self._visible_children(child_path, child, rel + "/", level + 1))
             else:
                 rows.append(ListEntry(rel, KIND_FILE, self.codec.file_size(child.oid)))
+        return rows
+
+    def _visible_children(
+        self, path: MemoryPath, node: Node, prefix: str, level: int
+    ) -> list[tuple[str, MemoryPath, Node, int]]:
+        """The listed entries of a directory, last first (the order a stack pops them in)."""
+        return [
+            (prefix + name, path.child(name), child, level)
+            for name, child in sorted(self.children(path, node).items(), reverse=True)
+            if not name.startswith(".") and name not in EXCLUDED_NAMES
+        ]
 
     def walk(self, path: MemoryPath = MEMORIES_ROOT) -> Iterator[tuple[MemoryPath, Node]]:
         """Every entry below ``path`` (depth first, sorted), hidden ones included."""
         node = self.lookup(path)
         if node is None or node.kind != KIND_DIR:
             return
-        yield from self._walk(path, node)
-
-    def _walk(self, path: MemoryPath, node: Node) -> Iterator[tuple[MemoryPath, Node]]:
-        for name, child in sorted(self.children(path, node).items()):
-            child_path = path.child(name)
+        stack = [(path.child(n), c) for n, c in sorted(self.children(path, node).items())][::-1]
+        while stack:
+            child_path, child = stack.pop()
             yield child_path, child
             if child.kind == KIND_DIR:
-                yield from self._walk(child_path, child)
+                below = sorted(self.children(child_path, child).items(), reverse=True)
+                stack.extend((child_path.child(n), c) for n, c in below)
 
     def files(self) -> dict[MemoryPath, Node]:
         """Every file in the snapshot, by path."""
@@ -343,34 +354,24 @@ def changed_file_nodes(
     """
     out: list[tuple[MemoryPath, Node | None, Node | None]] = []
     root = MEMORIES_ROOT
-    _file_nodes(before, after, root, before.lookup(root), after.lookup(root), wanted, out)
+    stack = [(root, before.lookup(root), after.lookup(root))]
+    while stack:
+        path, a, b = stack.pop()
+        if wanted and not any(path.is_within(w) or w.is_within(path) for w in wanted):
+            continue
+        if a is not None and b is not None and a == b:
+            continue
+        a_dir = a is not None and a.kind == KIND_DIR
+        b_dir = b is not None and b.kind == KIND_DIR
+        a_file = a if a is not None and not a_dir else None
+        b_file = b if b is not None and not b_dir else None
+        if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
+            out.append((path, a_file, b_file))
+        a_children = before.children(path, a) if a is not None and a_dir else {}
+        b_children = after.children(path, b) if b is not None and b_dir else {}
+        for name in sorted(set(a_children) | set(b_children), reverse=True):
+            stack.append((path.child(name), a_children.get(name), b_children.get(name)))
     return out
-
-
-def _file_nodes(
-    before: Snapshot,
-    after: Snapshot,
-    path: MemoryPath,
-    a: Node | None,
-    b: Node | None,
-    wanted: Sequence[MemoryPath],
-    out: list[tuple[MemoryPath, Node | None, Node | None]],
-) -> None:
-    if wanted and not any(path.is_within(w) or w.is_within(path) for w in wanted):
-        return
-    if a is not None and b is not None and a == b:
-        return
-    a_dir = a is not None and a.kind == KIND_DIR
-    b_dir = b is not None and b.kind == KIND_DIR
-    a_file = a if a is not None and not a_dir else None
-    b_file = b if b is not None and not b_dir else None
-    if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
-        out.append((path, a_file, b_file))
-    a_children = before.children(path, a) if a is not None and a_dir else {}
-    b_children = after.children(path, b) if b is not None and b_dir else {}
-    for name in sorted(set(a_children) | set(b_children)):
-        child = path.child(name)
-        _file_nodes(before, after, child, a_children.get(name), b_children.get(name), wanted, out)
 
 
 @dataclass
@@ -462,6 +463,58 @@ class TreeEditor:
         """Make the directory ``path`` (and its parents) if it does not exist."""
         self._descend(path, create=True)
 
+    def check_new_names(self, path: MemoryPath, moving: MemoryPath | None = None) -> None:
+        """Refuse, with :class:`InvalidPath`, a write that would add to the edited tree a name
+        :func:`gitmem.paths.check_new_entry` refuses: one of ``path``'s missing components, or
+        ``path`` itself. Names already there are not checked (an older store's names stay
+        usable). With ``moving`` (a rename's source), the result must also stay within
+        :data:`~gitmem.paths.MAX_DEPTH`, and the source is not a sibling that could collide.
+        """
+        current: _MutDir | None = self._root
+        parent = MEMORIES_ROOT
+        for name in path.parts:
+            child = None if current is None else current.nodes.get(name)
+            if current is None or child is None:
+                siblings = [] if current is None else list(current.nodes)
+                if moving is not None and moving.parent == parent and moving.name in siblings:
+                    siblings.remove(moving.name)
+                paths.check_new_entry(parent, name, siblings)
+                current = None
+            elif isinstance(child, Node) and child.kind != KIND_DIR:
+                return  # the write itself reports the file in the way
+            else:
+                current = self._descend(parent.child(name), create=False)
+            parent = parent.child(name)
+        if moving is not None:
+            height = self.height(moving)
+            if len(path.parts) + height > max(paths.MAX_DEPTH, len(moving.parts) + height):
+                raise InvalidPath(
+                    str(path),
+                    f"what it moves would be {len(path.parts) + height} levels deep; new paths "
+                    f"may have {paths.MAX_DEPTH}",
+                )
+
+    def height(self, path: MemoryPath) -> int:
+        """How many levels the deepest entry below ``path`` lies under it (0: a file, an empty
+        directory or nothing)."""
+        parent = self._descend(path.parent, create=False)
+        top = None if parent is None else parent.nodes.get(path.name)
+        deepest = 0
+        stack: list[tuple[Node | _MutDir, MemoryPath, int]] = []
+        if top is not None:
+            stack.append((top, path, 0))
+        while stack:
+            node, at, level = stack.pop()
+            deepest = max(deepest, level)
+            if isinstance(node, _MutDir):
+                below: dict[str, Node | _MutDir] = dict(node.nodes)
+            elif node.kind == KIND_DIR:
+                below = dict(self.codec.load_dir(node.oid, at).nodes)
+            else:
+                continue
+            stack.extend((child, at.child(name), level + 1) for name, child in below.items())
+        return deepest
+
     def remove(self, path: MemoryPath) -> None:
         """Remove the file or directory at ``path`` (not the root)."""
         parent = self._descend(path.parent, create=False)
@@ -487,11 +540,21 @@ class TreeEditor:
         """Store every changed directory tree and return the new root tree id."""
         return self._write(self._root)
 
-    def _write(self, directory: _MutDir) -> str:
-        nodes: dict[str, Node] = {}
-        for name, child in directory.nodes.items():
-            if isinstance(child, _MutDir):
-                nodes[name] = Node(KIND_DIR, self._write(child))
-            else:
-                nodes[name] = child
-        return self.codec.write_dir(directory.path, nodes, directory.sealed)
+    def _write(self, top: _MutDir) -> str:
+        # Children before parents, without recursion: a tree may be deeper than Python's stack.
+        written: dict[int, str] = {}
+        stack: list[tuple[_MutDir, bool]] = [(top, False)]
+        while stack:
+            directory, below_done = stack.pop()
+            if not below_done:
+                stack.append((directory, True))
+                stack.extend((c, False) for c in directory.nodes.values() if isinstance(c, _MutDir))
+                continue
+            nodes = {
+                name: Node(KIND_DIR, written.pop(id(child)))
+                if isinstance(child, _MutDir)
+                else child
+                for name, child in directory.nodes.items()
+            }
+            written[id(directory)] = self.codec.write_dir(directory.path, nodes, directory.sealed)
+        return written[id(top)]

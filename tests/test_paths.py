@@ -6,6 +6,10 @@ property: whatever ``parse`` accepts is canonical and parses again as itself.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,11 @@ from anthropic.lib.tools import ToolError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gitmem import GitMemoryTool, InvalidPath, MemoryPath
+import gitmem
+from gitmem import GitMemoryTool, InvalidPath, MemoryPath, history
+from gitmem import paths as gitmem_paths
 from gitmem.errors import printable
-from gitmem.paths import MAX_COMPONENT_BYTES, MAX_PATH_BYTES, parse
+from gitmem.paths import MAX_COMPONENT_BYTES, MAX_DEPTH, MAX_PATH_BYTES, parse
 
 OUTSIDE = "every memory path must start with /memories/"
 DOTDOT = "'..' components are not allowed"
@@ -89,6 +95,27 @@ HOSTILE: list[tuple[str, str]] = [
     ("/memories/a%5cb", ENCODED_SEP),
     ("/memories/%252e%252e%252fetc", ENCODED_SEP),
     ("/memories/%255c..", ENCODED_SEP),
+    # overlong UTF-8 (issue 10), IIS's %u form and encoded look-alikes: every encoded spelling
+    # of ".", "/" and "\\" is one thing to a lenient decoder
+    ("/memories/%c0%ae%c0%ae/etc", ENCODED),
+    ("/memories/%C0%AE%C0%AE", ENCODED),
+    ("/memories/%c0%ae", ENCODED),
+    ("/memories/%e0%80%ae", ENCODED),
+    ("/memories/%e0%80%ae%e0%80%ae", ENCODED),
+    ("/memories/%f0%80%80%ae%f0%80%80%ae", ENCODED),
+    ("/memories/.%c0%ae", ENCODED),
+    ("/memories/%25c0%25ae%25c0%25ae/x", ENCODED),
+    ("/memories/%u002e%u002e", ENCODED),
+    ("/memories/%ef%bc%8e%ef%bc%8e", ENCODED),
+    ("/memories/%e2%80%a5", ENCODED),
+    ("/memories/a%c0%afb", ENCODED_SEP),
+    ("/memories/a%e0%80%afb", ENCODED_SEP),
+    ("/memories/a%c1%9cb", ENCODED_SEP),
+    ("/memories/%c0%ae%c0%ae%c0%afetc", ENCODED_SEP),
+    ("/memories/a%ef%bc%8fb", ENCODED_SEP),
+    ("/memories/a%ef%bc%bcb", ENCODED_SEP),
+    ("/memories/a%u002fb", ENCODED_SEP),
+    ("/memories/a%u005cb", ENCODED_SEP),
     # characters whose NFKC form is a dot, dot-dot, slash or backslash
     ("/memories/\uff0e\uff0e/etc", LOOKALIKE),  # fullwidth full stops
     ("/memories/\uff0e", LOOKALIKE),
@@ -330,6 +357,13 @@ def test_path_limit_boundary(tmp_path: Path, key: str) -> None:
         ("/memories/com10", ("com10",)),
         ("/memories/notes:2024", ("notes:2024",)),
         ("/memories/\u4e2d\u6587", ("\u4e2d\u6587",)),
+        # percent signs that decode to nothing like a separator or a dot
+        ("/memories/%c3%a9", ("%c3%a9",)),
+        ("/memories/%c0", ("%c0",)),
+        ("/memories/%c0%c0", ("%c0%c0",)),
+        ("/memories/%e0%80", ("%e0%80",)),
+        ("/memories/%c0%80", ("%c0%80",)),
+        ("/memories/%u00e9", ("%u00e9",)),
     ],
 )
 def test_parse_accepts(raw: str, parts: tuple[str, ...]) -> None:
@@ -415,3 +449,319 @@ def test_accepted_paths_are_canonical_and_round_trip(raw: str) -> None:
     assert_canonical(path)
     assert parse(str(path)) == path
     assert str(parse(str(path))) == str(path)
+
+
+# -- depth (issue 14: one deep path must not brick the store) ----------------------------------
+
+DEEP_SCRIPT = r"""
+import json, os, sys
+import pygit2
+from click.testing import CliRunner
+from gitmem import GitMemoryTool
+from gitmem.cli import main
+
+repo, deep_dir, deep_file, out = sys.argv[1:5]
+# About depth, not durability: each write of a deep path stores hundreds of trees.
+os.fsync = lambda fd: None
+pygit2.settings.enable_fsync_gitdir(False)
+tool = GitMemoryTool(repo, session="fresh")
+steps = {}
+def call(name, **data):
+    steps[name] = tool.call(data)
+call("create", command="create", path="/memories/unrelated.md", file_text="u\n")
+call("view_root", command="view", path="/memories")
+call("view_deep", command="view", path=deep_file)
+call("replace", command="str_replace", path=deep_file, old_str="deep", new_str="DEEP")
+call("insert", command="insert", path=deep_file, insert_line=0, insert_text="top")
+runner = CliRunner()
+for name, args in {
+    "log": ["log", "--stat"],
+    "verify": ["verify"],
+    "export": ["export", out],
+    "blame": ["blame", deep_file],
+    "show": ["show"],
+}.items():
+    result = runner.invoke(main, ["--repo", repo, *args])
+    steps[name] = [result.exit_code, result.output[-200:]]
+call("rename", command="rename", old_path=deep_dir, new_path="/memories/moved")
+call("delete", command="delete", path="/memories/moved")
+print(json.dumps(steps))
+"""
+
+
+def deep_path(levels: int) -> str:
+    """A file ``levels`` components deep (the file included), in one-letter directories."""
+    return "/memories" + "/d" * (levels - 1) + "/f.md"
+
+
+@pytest.mark.usefixtures("fast_git")
+def test_depth_bound(tool: GitMemoryTool) -> None:
+    at_bound, over = deep_path(MAX_DEPTH), deep_path(MAX_DEPTH + 1)
+    assert tool.call({"command": "create", "path": at_bound, "file_text": "ok\n"}) == (
+        f"File created successfully at: {at_bound}"
+    )
+    head = tool.store.head()
+    with pytest.raises(ToolError) as info:
+        tool.call({"command": "create", "path": over, "file_text": "no\n"})
+    assert info.value.content == (
+        f"Error: The path {over} is not allowed: it is {MAX_DEPTH + 1} levels deep; "
+        f"new paths may have {MAX_DEPTH}"
+    )
+    # A rename may not push what it moves past the bound, nor make a new name past it.
+    tool.call({"command": "create", "path": "/memories/x/y/z.md", "file_text": "z\n"})
+    head = tool.store.head()
+    for new in ("/memories" + "/d" * (MAX_DEPTH - 2) + "/x", deep_path(MAX_DEPTH + 1)):
+        with pytest.raises(ToolError) as info:
+            tool.call({"command": "rename", "old_path": "/memories/x", "new_path": new})
+        assert "levels deep; new paths may have 64" in str(info.value.content)
+    assert tool.store.head() == head
+    # Moving the deep tree shallower, or as deep, is fine.
+    tool.call({"command": "rename", "old_path": "/memories/d/d", "new_path": "/memories/e"})
+    assert tool.store.kind(parse(deep_path(MAX_DEPTH).replace("/d/d", "/e", 1))) == "f"
+
+
+def fewer_frames(extra: int) -> int:
+    """A recursion limit ``extra`` frames above the caller's depth (what a recursion needs)."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back  # type: ignore[assignment]
+    return depth + extra
+
+
+def old_deep_store(repo: Path, key: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A store holding a path at the bound and one 500 levels deep (made before the bound)."""
+    tool = GitMemoryTool(repo, key=key, session="old")
+    tool.call({"command": "create", "path": deep_path(MAX_DEPTH), "file_text": "at bound\n"})
+    with monkeypatch.context() as patch:
+        patch.setattr(gitmem_paths, "MAX_DEPTH", 10_000)
+        deep = "/memories/old" + "/a" * 498 + "/f.md"
+        assert len(deep.encode()) <= MAX_PATH_BYTES
+        tool.call({"command": "create", "path": deep, "file_text": "deep\n"})
+    return "/memories/old", deep
+
+
+@pytest.mark.usefixtures("fast_git")
+def test_a_deep_store_is_walked_without_recursion(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep_dir, deep = old_deep_store(tmp_path / "s.git", key, monkeypatch)
+    # A fresh store (no caches), with Python's stack held well below the tree's depth: any walk
+    # that recursed per level would raise RecursionError.
+    fresh = gitmem.MemoryStore.open(tmp_path / "s.git", key, session="fresh")
+    tool = GitMemoryTool(tmp_path / "s.git", key=key, session="fresh")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(fewer_frames(250))
+    try:
+        assert fresh.store_bytes() == len("at bound\ndeep\n")
+        assert tool.store.create(parse("/memories/new.md"), "n\n")
+        assert fresh.verify().ok
+        assert deep in fresh.files()
+        assert fresh.listing(parse(deep_dir), depth=1000)[-1].relative.endswith("f.md")
+        exported = history.export(fresh, tmp_path / "out")
+        assert exported.files == 3
+        assert (tmp_path / "out").joinpath(*parse(deep).parts).read_text() == "deep\n"
+        fresh.rename(parse(deep_dir), parse("/memories/moved"))
+        assert fresh.read_text(parse(deep.replace(deep_dir, "/memories/moved"))) == "deep\n"
+        changes = history.diff(fresh, "HEAD~1", "HEAD")
+        assert [c.status for c in changes] == ["renamed"]
+        fresh.restore("HEAD~1")
+        fresh.delete(parse(deep_dir))
+        assert set(fresh.files()) == {deep_path(MAX_DEPTH), "/memories/new.md"}
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+@pytest.mark.usefixtures("fast_git")
+def test_a_deep_store_stays_usable_from_a_fresh_process(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "s.git"
+    deep_dir, deep = old_deep_store(repo, key, monkeypatch)
+    out = tmp_path / "export"
+    script = [sys.executable, "-c", DEEP_SCRIPT, str(repo), deep_dir, deep, str(out)]
+    done = subprocess.run(
+        script, env={**os.environ, "GITMEM_KEY": key}, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = json.loads(done.stdout)
+    assert steps["create"] == "File created successfully at: /memories/unrelated.md"
+    assert steps["view_root"].endswith("4K\t/memories/old/a/\n2B\t/memories/unrelated.md")
+    assert steps["view_deep"].endswith("     1\tdeep\n     2\t")
+    assert steps["replace"].startswith("The memory file has been edited.")
+    assert steps["insert"] == f"The file {deep} has been edited."
+    for name in ("log", "verify", "export", "blame", "show"):
+        assert steps[name][0] == 0, (name, steps[name])
+    assert (out.joinpath(*parse(deep).parts)).read_text() == "top\nDEEP\n"
+    assert steps["rename"] == f"Successfully renamed {deep_dir} to /memories/moved"
+    assert steps["delete"] == "Successfully deleted /memories/moved"
+
+
+# -- new names: invisible, format and confusable characters, trailing dots, case collisions ----
+
+INVISIBLE = "it contains the invisible or formatting character"
+TRAILING = "a name may not end with a dot or a space (Windows drops them)"
+NEW_NAMES_REFUSED: list[tuple[str, str]] = [
+    ("a\u200b.md", f"{INVISIBLE} U+200B ZERO WIDTH SPACE"),
+    ("\ufeffa.md", f"{INVISIBLE} U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("a\u200e.md", f"{INVISIBLE} U+200E LEFT-TO-RIGHT MARK"),
+    ("a\u200f.md", f"{INVISIBLE} U+200F RIGHT-TO-LEFT MARK"),
+    ("a\u061c.md", f"{INVISIBLE} U+061C ARABIC LETTER MARK"),
+    ("soft\u00adhyphen", f"{INVISIBLE} U+00AD SOFT HYPHEN"),
+    ("a\u034fb", f"{INVISIBLE} U+034F COMBINING GRAPHEME JOINER"),
+    ("a\U000e0041b", f"{INVISIBLE} U+E0041 TAG LATIN CAPITAL LETTER A"),
+    ("\U0001f3f4\U000e0067\U000e0062", f"{INVISIBLE} U+E0067 TAG LATIN SMALL LETTER G"),
+    ("\u3164", f"{INVISIBLE} U+3164 HANGUL FILLER"),
+    ("a\u115fb", f"{INVISIBLE} U+115F HANGUL CHOSEONG FILLER"),
+    ("\uffa0x", f"{INVISIBLE} U+FFA0 HALFWIDTH HANGUL FILLER"),
+    ("a\u2060b", f"{INVISIBLE} U+2060 WORD JOINER"),
+    ("a\u2064b", f"{INVISIBLE} U+2064 INVISIBLE PLUS"),
+    ("a\u180eb", f"{INVISIBLE} U+180E MONGOLIAN VOWEL SEPARATOR"),
+    ("a\u00adb\u00ad", f"{INVISIBLE} U+00AD SOFT HYPHEN"),
+    ("\ufe0fa", f"{INVISIBLE} U+FE0F VARIATION SELECTOR-16"),
+    ("a\u200d", f"{INVISIBLE} U+200D ZERO WIDTH JOINER"),
+    ("a\u200db", f"{INVISIBLE} U+200D ZERO WIDTH JOINER"),
+    ("a\u200cb", f"{INVISIBLE} U+200C ZERO WIDTH NON-JOINER"),
+    ("\U0001d173x", f"{INVISIBLE} U+1D173 MUSICAL SYMBOL BEGIN BEAM"),
+    ("a\u0600", f"{INVISIBLE} U+0600 ARABIC NUMBER SIGN"),
+    ("notes.", TRAILING),
+    ("notes.md.", TRAILING),
+    ("...", TRAILING),
+    ("notes ", TRAILING),
+    ("notes\u3000", TRAILING),
+    ("notes\u00a0", TRAILING),
+    ("a\u2215b", "it contains U+2215 DIVISION SLASH, which looks like a slash"),
+    ("1\u20442", "it contains U+2044 FRACTION SLASH, which looks like a slash"),
+    ("a\u29f9b", "it contains U+29F9 BIG REVERSE SOLIDUS, which looks like a slash"),
+]
+NEW_NAMES_ACCEPTED = [
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467.md",  # a family: ZWJ between emoji
+    "\U0001f469\U0001f3fd\u200d\U0001f4bb",  # skin tone, then ZWJ
+    "\u2764\ufe0f.md",  # a variation selector after its base
+    "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f.md",  # flag
+    "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.md",  # Persian, ZWNJ between letters
+    "\u0915\u094d\u200d\u0937.md",  # Devanagari: ZWJ after a virama
+    "\u0d28\u0d4d\u200c.md",  # Malayalam: ZWNJ after a virama
+    "..a",
+    ".hidden",
+    "a.b.md",
+    "x y.md",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"), NEW_NAMES_REFUSED, ids=[ascii(n) for n, _ in NEW_NAMES_REFUSED]
+)
+def test_new_names_are_refused(tool: GitMemoryTool, name: str, reason: str) -> None:
+    tool.call({"command": "create", "path": "/memories/ok.md", "file_text": "ok\n"})
+    head = tool.store.head()
+    for where in (f"/memories/{name}", f"/memories/{name}/inner.md"):
+        shown = printable(str(parse(where).parent if where.endswith("inner.md") else parse(where)))
+        message = f"Error: The path {shown} is not allowed: {reason}"
+        with pytest.raises(ToolError) as info:
+            tool.call({"command": "create", "path": where, "file_text": "x"})
+        assert info.value.content == message
+        with pytest.raises(ToolError) as info:
+            tool.call({"command": "rename", "old_path": "/memories/ok.md", "new_path": where})
+        assert info.value.content == message
+    assert tool.store.head() == head
+
+
+@pytest.mark.parametrize("name", NEW_NAMES_ACCEPTED, ids=ascii)
+def test_names_that_need_a_joiner_are_accepted(tool: GitMemoryTool, name: str) -> None:
+    path = f"/memories/{name}"
+    assert gitmem_paths.new_name_problem(parse(path).name) is None
+    assert tool.call({"command": "create", "path": path, "file_text": "x"}) == (
+        f"File created successfully at: {path}"
+    )
+
+
+def test_names_differing_only_in_case_or_form_are_refused(tool: GitMemoryTool) -> None:
+    tool.call({"command": "create", "path": "/memories/notes/a.md", "file_text": "a\n"})
+    tool.call({"command": "create", "path": "/memories/caf\u00e9.md", "file_text": "c\n"})
+    head = tool.store.head()
+    for path, other in [
+        ("/memories/notes/A.md", "a.md"),
+        ("/memories/NOTES/b.md", "notes"),
+        ("/memories/Notes", "notes"),
+        ("/memories/CAF\u00c9.md", "caf\u00e9.md"),
+        ("/memories/CAFE\u0301.md", "caf\u00e9.md"),
+        ("/memories/notes/\u212a.md", None),  # KELVIN SIGN: not a collision of "a.md"
+    ]:
+        data = {"command": "create", "path": path, "file_text": "x"}
+        if other is None:
+            tool.call(data)
+            continue
+        with pytest.raises(ToolError) as info:
+            tool.call(data)
+        assert f"it differs from the existing '{other}' only in case or Unicode form" in str(
+            info.value.content
+        )
+    # Renaming a name to another case of itself is fine: the old name goes.
+    tool.call(
+        {
+            "command": "rename",
+            "old_path": "/memories/notes/a.md",
+            "new_path": "/memories/notes/A.md",
+        }
+    )
+    assert "/memories/notes/A.md" in tool.store.files()
+    assert len(list(tool.store.log())) == len(list(tool.store.log(head))) + 2
+
+
+@pytest.mark.usefixtures("fast_git")
+def test_an_older_store_with_such_names_stays_usable(
+    tool: GitMemoryTool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    names = ["a\u200b.md", "notes.", "A.md", "a.md"]
+    with monkeypatch.context() as patch:
+        patch.setattr(gitmem_paths, "new_name_problem", lambda name: None)
+        patch.setattr(gitmem_paths, "fold_name", lambda name: name)
+        for name in names:
+            tool.call({"command": "create", "path": f"/memories/{name}", "file_text": name})
+        tool.call({"command": "create", "path": "/memories/d\u200e/in.md", "file_text": "in"})
+    listing = tool.call({"command": "view", "path": "/memories"})
+    assert "/memories/a\u200b.md" in listing and "/memories/notes." in listing
+    for name in names:
+        path = f"/memories/{name}"
+        assert tool.call({"command": "view", "path": path}).endswith(f"1\t{name}")
+        tool.call({"command": "str_replace", "path": path, "old_str": name, "new_str": "x"})
+        tool.call({"command": "insert", "path": path, "insert_line": 0, "insert_text": "y"})
+    # An export refuses the case pair before writing anything.
+    out = tmp_path / "out"
+    with pytest.raises(gitmem.UsageError) as info:
+        history.export(tool.store, out)
+    assert "1 pair(s) of names differ only in case or Unicode form" in str(info.value)
+    assert "/memories/A.md and /memories/a.md" in str(info.value)
+    assert not out.exists()
+    # Renamed away or deleted, the store exports again.
+    tool.call(
+        {"command": "rename", "old_path": "/memories/a\u200b.md", "new_path": "/memories/b.md"}
+    )
+    tool.call({"command": "rename", "old_path": "/memories/A.md", "new_path": "/memories/c.md"})
+    tool.call({"command": "rename", "old_path": "/memories/d\u200e", "new_path": "/memories/d"})
+    tool.call({"command": "delete", "path": "/memories/notes."})
+    assert sorted(tool.store.files()) == [
+        "/memories/a.md",
+        "/memories/b.md",
+        "/memories/c.md",
+        "/memories/d/in.md",
+    ]
+    assert history.export(tool.store, out).files == 4
+
+
+def test_export_never_overwrites_a_name_it_wrote(tool: GitMemoryTool, tmp_path: Path) -> None:
+    # Two names the file system makes one file (a hard link stands in for a folding rule
+    # gitmem's check does not know): the second is refused, the first keeps its content.
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "one"})
+    tool.call({"command": "create", "path": "/memories/b.md", "file_text": "two"})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a.md").write_text("old")
+    os.link(out / "a.md", out / "b.md")
+    with pytest.raises(gitmem.UsageError) as info:
+        history.export(tool.store, out, force=True)
+    assert str(info.value) == (
+        "cannot export /memories/b.md: this file system makes it the same file as "
+        f"/memories/a.md (at {out / 'b.md'}); the export stopped there, nothing was overwritten"
+    )
+    assert (out / "a.md").read_text() == "one"
