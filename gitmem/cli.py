@@ -33,7 +33,7 @@ from . import history
 from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
-from .errors import GitMemError, IntegrityError, KeyMissing, UsageError
+from .errors import GitMemError, IntegrityError, KeyMissing, UsageError, shown_repr
 from .keysource import (
     ENV_KEY,
     ENV_KEY_FILE,
@@ -398,7 +398,7 @@ def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str],
         elif after_mark or arg.startswith("/"):
             found.append(memory_path(arg))
         elif found:
-            raise UsageError(f"{arg!r} comes after a path: give revisions before paths")
+            raise UsageError(f"{shown_repr(arg)} comes after a path: give revisions before paths")
         else:
             revs.append(arg)
     if len(revs) > max_revs:

@@ -7,6 +7,7 @@ and these classes cannot drift apart.
 
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 from pathlib import Path
 
@@ -29,7 +30,7 @@ class InvalidPath(UsageError):
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"The path {printable(path)} is not allowed: {reason}")
+        super().__init__(f"The path {shown(path)} is not allowed: {reason}")
 
 
 class NotFound(GitMemError, KeyError):
@@ -122,6 +123,43 @@ class ConflictError(GitMemError):
     """The branch moved under a writer in a way it cannot reconcile."""
 
     exit_code = 1
+
+
+# How much of a string from the model or the user an error message repeats: enough for any
+# ordinary old_str or path (so they read exactly as the reference's messages), not 100 MB.
+ECHO_CHARS = 2_000
+
+
+def clip(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters not shown]"
+
+
+def shown(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` as an error message repeats it: cut (:func:`clip`), then :func:`printable`."""
+    if len(text) <= limit:
+        return printable(text)
+    return f"{printable(text[:limit])}… [{len(text) - limit:,} more characters not shown]"
+
+
+def shown_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)`` as an error message repeats it: about ``limit`` characters at most (and
+    bounded nesting), escaped."""
+    bounded = reprlib.Repr()
+    bounded.maxstring = bounded.maxother = limit
+    try:
+        return printable(bounded.repr(value))
+    except ValueError:  # an int with more digits than Python turns into text
+        return f"(a {type(value).__name__} too long to show)"
+
+
+def shown_int(value: int) -> str:
+    """An integer from the model as an error message repeats it: at most 40 digits."""
+    if value.bit_length() > 128:  # 39 digits and more; str() refuses over 4,300 of them
+        return f"(an integer of {value.bit_length():,} bits)"
+    return str(value)
 
 
 def printable(text: str) -> str:

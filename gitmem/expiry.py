@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import UsageError, shown_repr
 from .format import KIND_FILE
 from .paths import MemoryPath
 from .tree import Snapshot
@@ -40,10 +40,15 @@ def parse_duration(text: str) -> timedelta:
     compact = text.strip().lower()
     if not _DURATION.fullmatch(compact):
         raise UsageError(
-            f"invalid duration {text!r}: use a number and a unit, e.g. 90d, 12h, 2w or 1d12h "
-            "(units: s, m, h, d, w)"
+            f"invalid duration {shown_repr(text)}: use a number and a unit, e.g. 90d, 12h, 2w "
+            "or 1d12h (units: s, m, h, d, w)"
         )
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _PART.findall(compact)))
+    try:
+        return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _PART.findall(compact)))
+    except (ValueError, OverflowError):  # more digits than int() takes, or past timedelta's max
+        raise UsageError(
+            f"invalid duration {shown_repr(text)}: at most {timedelta.max.days:,} days"
+        ) from None
 
 
 def _iso(moment: datetime) -> str:

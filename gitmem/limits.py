@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import GitMemError, UsageError
+from .errors import GitMemError, UsageError, shown_repr
 from .format import KIND_DIR, KIND_FILE
 from .paths import MemoryPath
 from .render import LINE_NUMBER_WIDTH
@@ -57,7 +57,9 @@ class Limits:
             if value is None:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise UsageError(f"{name} must be a positive integer or None, not {value!r}")
+                raise UsageError(
+                    f"{name} must be a positive integer or None, not {shown_repr(value)}"
+                )
         if self.max_view_chars is not None and self.max_view_chars < MIN_VIEW_CHARS:
             raise UsageError(f"max_view_chars must be at least {MIN_VIEW_CHARS:,}")
 

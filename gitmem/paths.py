@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .errors import InvalidPath, printable
+from .errors import InvalidPath, printable, shown_repr
 
 ROOT = "/memories"
 MAX_COMPONENT_BYTES = 255
@@ -126,7 +126,7 @@ def parse(raw: object) -> MemoryPath:
     Windows drive letters and device names, and over-long components or paths.
     """
     if not isinstance(raw, str):
-        raise InvalidPath(repr(raw), f"a path must be a string, not {type(raw).__name__}")
+        raise InvalidPath(shown_repr(raw), f"a path must be a string, not {type(raw).__name__}")
     path = raw
     if not path:
         raise InvalidPath(path, "the path is empty; memory paths start with /memories")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import GitMemError, UsageError
+from .errors import GitMemError, UsageError, shown_repr
 
 SecretPolicy = Literal["reject", "redact", "allow"]
 POLICIES: tuple[SecretPolicy, ...] = ("reject", "redact", "allow")
@@ -68,7 +68,7 @@ class Screened:
 def check_policy(policy: str) -> SecretPolicy:
     """``policy`` if it is one of :data:`POLICIES`; :class:`UsageError` otherwise."""
     if policy not in POLICIES:
-        raise UsageError(f"secrets must be one of {', '.join(POLICIES)}, not {policy!r}")
+        raise UsageError(f"secrets must be one of {', '.join(POLICIES)}, not {shown_repr(policy)}")
     return policy
 
 

@@ -43,7 +43,7 @@ from .options import Settings, StoreOptions
 from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
-from .textops import Replacement, insert_at, replace_unique
+from .textops import Replacement, find_unique, insert_at, replace_at
 from .tree import (
     ListEntry,
     Snapshot,
@@ -601,10 +601,26 @@ class MemoryStore:
     ) -> tuple[Operation, Replacement]:
         """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
         target = as_path(path)
+        # The search runs before the writer lock, on the head as it is now: a refusal (not
+        # found, several matches) writes nothing, so it needs no lock at all, and a large file
+        # never holds other writers up while it is searched. Under the lock the match is reused
+        # if the file is still the same file tree (trees are content-addressed), else redone.
+        node = self.snapshot().lookup(target)
+        if node is None:
+            raise NotFound(str(target))
+        if node.kind != KIND_FILE:
+            raise NotAFile(str(target))
+        searched = node.oid
+        found = decode_text(self.codec.read_file(node.oid), target)
+        position = find_unique(found, old)
 
         def edit(_: Operation | None, tree: TreeEditor) -> Change[Replacement]:
-            content = decode_text(tree.read_bytes(target), target)
-            result = replace_unique(content, old, new)
+            if tree.file_oid(target) == searched:
+                content, at = found, position
+            else:
+                content = decode_text(tree.read_bytes(target), target)
+                at = find_unique(content, old)
+            result = replace_at(content, at, old, new)
             change = self._put_text(tree, target, content, result.text)
             stored = Replacement(change.result, result.changed_line)
             return Change(change.paths, stored, change.detail)

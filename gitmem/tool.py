@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import reprlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,7 +24,17 @@ from anthropic.types.beta import (
 from anyio.to_thread import run_sync
 
 from . import paths
-from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError, printable
+from .errors import (
+    GitMemError,
+    InvalidPath,
+    NotAFile,
+    NotFound,
+    PathExists,
+    UsageError,
+    clip,
+    shown_int,
+    shown_repr,
+)
 from .limits import fit_directory_view, fit_file_view
 from .options import Settings, StoreOptions
 from .render import TooManyLines, edit_snippet, view_directory, view_file
@@ -57,13 +66,9 @@ def check_input(data: object) -> None:
     command = data.get("command")
     if not isinstance(command, str) or command not in _FIELDS:
         known = ", ".join(_FIELDS)
-        # reprlib bounds the echo: a huge or deeply nested value must not come back whole (or
-        # blow the recursion limit in repr).
-        try:
-            shown = printable(reprlib.repr(command))
-        except ValueError:  # an int with more digits than Python turns into text
-            shown = f"(a {type(command).__name__} too long to show)"
-        raise ToolError(f"Error: Unknown command {shown}; use one of: {known}")
+        # A bounded echo: a huge or deeply nested value must not come back whole (or blow the
+        # recursion limit in repr).
+        raise ToolError(f"Error: Unknown command {shown_repr(command, 30)}; use one of: {known}")
     for name, kind in _FIELDS[command].items():
         if name not in data:
             raise ToolError(f"Error: the {command} command needs the `{name}` parameter")
@@ -155,13 +160,17 @@ class MemoryCommands:
             ) from None
         except TextNotFound:
             raise ToolError(
-                f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
-                f"in {path}."
+                f"No replacement was performed, old_str `{clip(old_str)}` did not appear "
+                f"verbatim in {path}."
             ) from None
         except MultipleMatches as exc:
+            lines = ", ".join(map(str, exc.lines))
+            if not exc.complete:
+                # Bounded like a view: the first lines, and how many there are.
+                lines += f", ... (the first {len(exc.lines)} of {exc.total:,} or more)"
             raise ToolError(
-                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in "
-                f"lines: {', '.join(map(str, exc.lines))}. Please ensure it is unique"
+                f"No replacement was performed. Multiple occurrences of old_str "
+                f"`{clip(old_str)}` in lines: {lines}. Please ensure it is unique"
             ) from None
         return edit_snippet(result.text, result.changed_line) + redaction_note(op.record.detail)
 
@@ -174,8 +183,8 @@ class MemoryCommands:
             raise ToolError(f"Error: The path {path} does not exist") from None
         except InvalidInsertLine as exc:
             raise ToolError(
-                f"Error: Invalid `insert_line` parameter: {insert_line}. It should be within "
-                f"the range of lines of the file: [0, {exc.n_lines}]"
+                f"Error: Invalid `insert_line` parameter: {shown_int(insert_line)}. It should "
+                f"be within the range of lines of the file: [0, {exc.n_lines}]"
             ) from None
         return f"The file {path} has been edited." + redaction_note(op.record.detail)
 

@@ -437,6 +437,12 @@ class TreeEditor:
             raise NotAFile(str(path))
         return self.codec.read_file(child.oid)
 
+    def file_oid(self, path: MemoryPath) -> str | None:
+        """The file tree id of file ``path`` in the edited tree (None when it is no file)."""
+        parent = self._descend(path.parent, create=False)
+        child = None if parent is None else parent.nodes.get(path.name)
+        return child.oid if isinstance(child, Node) and child.kind == KIND_FILE else None
+
     def ensure_parent(self, path: MemoryPath) -> _MutDir:
         """Make every missing directory above ``path``; a file in the way is :class:`NotAFile`."""
         parent = self._descend(path.parent, create=True)

@@ -17,19 +17,26 @@ Hostile *paths* are ``test_paths.py``'s subject. Run the long variant with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gitmem
+import gitmem.store
+from gitmem import textops
+from gitmem.cli import main
+from gitmem.paths import parse
 
 A = "/memories/a.md"
 KNOWN = "view, create, str_replace, insert, delete, rename"
@@ -216,10 +223,34 @@ STORE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
         "Error: The destination /memories/d/in.md already exists",
     ),
     (
-        "str_replace with a 5 MB old_str",
+        "str_replace with a 5 MB old_str: echoed cut, with a marker",
         {"command": "str_replace", "path": A, "old_str": "y" * 5_000_000, "new_str": ""},
-        f"No replacement was performed, old_str `{'y' * 5_000_000}` did not appear verbatim "
-        f"in {A}.",
+        f"No replacement was performed, old_str `{'y' * 2_000}… [4,998,000 more characters not "
+        f"shown]` did not appear verbatim in {A}.",
+    ),
+    (
+        "str_replace with an old_str just at the echo bound: echoed whole, as the reference does",
+        {"command": "str_replace", "path": A, "old_str": "y" * 2_000, "new_str": ""},
+        f"No replacement was performed, old_str `{'y' * 2_000}` did not appear verbatim in {A}.",
+    ),
+    (
+        "str_replace with an empty old_str: every position listed, as the reference does",
+        {"command": "str_replace", "path": A, "old_str": "", "new_str": "z" * 3_000},
+        "No replacement was performed. Multiple occurrences of old_str `` in lines: "
+        + ", ".join(["1"] * 4 + ["2"] * 4 + ["3"] * 6 + ["4"])
+        + ". Please ensure it is unique",
+    ),
+    (
+        "insert_line of 4,000 digits: not echoed whole",
+        {"command": "insert", "path": A, "insert_line": 10**4000, "insert_text": "x"},
+        "Error: Invalid `insert_line` parameter: (an integer of 13,288 bits). It should be "
+        "within the range of lines of the file: [0, 3]",
+    ),
+    (
+        "a 10 MB path: echoed cut",
+        {"command": "view", "path": "/memories/" + "p" * 10_000_000},
+        f"Error: The path /memories/{'p' * 1_990}… [9,998,010 more characters not shown] is not "
+        "allowed: it is longer than 1024 bytes",
     ),
     (
         "delete of the root with recursive: true",
@@ -396,6 +427,120 @@ def test_bounded_echo_of_a_hostile_command(h: Harness) -> None:
         assert got.content.startswith("Error: Unknown command ")
         assert got.content.endswith(f"; use one of: {KNOWN}")
         assert len(got.content) < 200, len(got.content)
+
+
+# -- str_replace on a large file: linear, outside the writer lock, bounded text -----------------
+
+MANY_LINES = "x\n" * 400_000  # 800 KB of short lines: 400,000 matches of "x", 800,001 of ""
+
+
+@pytest.fixture
+def lock_log(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records when the writer lock is taken and when str_replace's search runs."""
+    events: list[str] = []
+    repo = h.store.repo
+    real_lock = repo.write_lock
+    real_find = textops.find_unique
+
+    @contextlib.contextmanager
+    def write_lock(timeout: float) -> Iterator[None]:
+        with real_lock(timeout):
+            events.append("lock")
+            yield
+            events.append("unlock")
+
+    def find_unique(content: str, old: str) -> int:
+        events.append("search")
+        return real_find(content, old)
+
+    monkeypatch.setattr(repo, "write_lock", write_lock)
+    monkeypatch.setattr(gitmem.store, "find_unique", find_unique)
+    return events
+
+
+@pytest.mark.parametrize(
+    ("old", "lines", "total"),
+    [("x", "1, 2, 3", "400,000"), ("", "1, 1, 2", "800,001"), ("\n", "1, 2, 3", "400,000")],
+)
+def test_str_replace_on_many_matches_is_refused_without_the_lock(
+    h: Harness, lock_log: list[str], old: str, lines: str, total: str
+) -> None:
+    h.store.create(parse("/memories/big.md"), MANY_LINES)
+    lock_log.clear()
+    got = h.run(
+        {"command": "str_replace", "path": "/memories/big.md", "old_str": old, "new_str": ""}
+    )
+    assert isinstance(got, ToolError) and isinstance(got.content, str)
+    assert got.content.startswith(
+        f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {lines}, "
+    )
+    assert got.content.endswith(
+        f", ... (the first 100 of {total} or more). Please ensure it is unique"
+    )
+    assert len(got.content) < 1_000
+    # The search ran once, and no writer lock was taken for a refusal.
+    assert lock_log == ["search"]
+
+
+def test_str_replace_searches_before_the_lock(h: Harness, lock_log: list[str]) -> None:
+    h.store.create(parse("/memories/big.md"), MANY_LINES + "needle\n")
+    lock_log.clear()
+    got = h.run(
+        {"command": "str_replace", "path": "/memories/big.md", "old_str": "needle", "new_str": "N"}
+    )
+    assert isinstance(got, str) and "400001\tN" in got
+    assert lock_log == ["search", "lock", "unlock"]
+    assert h.store.read_text(parse("/memories/big.md")) == MANY_LINES + "N\n"
+
+
+def test_str_replace_searches_again_when_the_file_changed_meanwhile(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    """Another writer changes the file between the search and the lock: the match is found
+    again in the file the commit replaces, or refused if it is no longer unique."""
+    other = gitmem.MemoryStore.open(repo_path, key, session="other", state_dir=tmp_path / "o")
+    repo = h.store.repo
+    real_lock = repo.write_lock
+    interloper: list[str] = ["zero\none\ntwo\n", "two two\n"]
+
+    @contextlib.contextmanager
+    def write_lock(timeout: float) -> Iterator[None]:
+        if interloper:
+            other.create(parse(A), interloper.pop(0), overwrite=True)
+        with real_lock(timeout):
+            yield
+
+    monkeypatch.setattr(repo, "write_lock", write_lock)
+    got = h.tool.call({"command": "str_replace", "path": A, "old_str": "two", "new_str": "2"})
+    assert h.store.read_text(parse(A)) == "zero\none\n2\n"
+    assert "     3\t2" in got
+    with pytest.raises(ToolError) as info:
+        h.tool.call({"command": "str_replace", "path": A, "old_str": "2", "new_str": "two"})
+    assert info.value.content == (
+        "No replacement was performed, old_str `2` did not appear verbatim in /memories/a.md."
+    )
+    assert h.store.read_text(parse(A)) == "two two\n"
+
+
+def test_echoes_are_bounded_in_exceptions_and_the_cli(repo_path: Path, key: str) -> None:
+    huge = "/memories/" + "q" * 10_000_000
+    with pytest.raises(gitmem.InvalidPath) as info:
+        parse(huge)
+    assert len(str(info.value)) < 2_200 and info.value.path == huge
+    gitmem.MemoryStore.open(repo_path, key, create=True)
+    runner = CliRunner()
+    env = {"GITMEM_KEY": key}
+    for args in (
+        ["view", huge],
+        ["log", "x" * 1_000_000, "/memories/a", "y" * 1_000_000],
+        ["expire", "--older-than", "9" * 5_000 + "d"],
+        ["expire", "--older-than", "9" * 20 + "d"],
+        ["expire", "--older-than", "z" * 1_000_000],
+    ):
+        result = runner.invoke(main, ["--repo", str(repo_path), *args], env=env)
+        assert result.exit_code == 2, (args[0], result.output[-300:], result.exception)
+        assert len(result.output) < 2_500, (args[0], len(result.output))
+        assert result.output.startswith("gitmem: error: ")
 
 
 # -- generated inputs -----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 
 import gitmem
+import gitmem.paths
 from gitmem import GitMemoryTool, Limits, MemoryStore
 from gitmem.limits import (
     DEFAULT_MAX_FILE_BYTES,
@@ -60,6 +63,16 @@ def test_defaults() -> None:
         ("max_store_bytes", -5, "max_store_bytes must be a positive integer or None, not -5"),
         ("max_file_bytes", True, "max_file_bytes must be a positive integer or None, not True"),
         ("max_view_chars", 100, "max_view_chars must be at least 2,048"),
+        (
+            "max_view_chars",
+            "9" * 10_000,
+            # a string echoed cut to 200 characters
+            "max_view_chars must be a positive integer or None, not '"
+            + "9" * 97
+            + "..."
+            + "9" * 98
+            + "'",
+        ),
     ],
 )
 def test_invalid_limits(field: str, value: object, message: str) -> None:
@@ -232,6 +245,33 @@ def test_editor_keeps_a_running_total(repo_path: Path, key: str) -> None:
     assert editor.total_bytes() == 80
     editor.put_file(path("/memories/f"), b"f" * 120)
     assert editor.total_bytes() == 200
+
+
+@pytest.mark.usefixtures("fast_git")
+def test_sizes_of_a_deep_tree_need_no_recursion(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Size accounting walked a tree recursively, three frames a level, so one path about 330
+    levels deep made every later write of a fresh process fail with RecursionError (issue 14)."""
+    tool = make_tool(repo_path, key, Limits(max_store_bytes=10_000))
+    monkeypatch.setattr(gitmem.paths, "MAX_DEPTH", 10_000)  # as an older gitmem accepted
+    deep = "/memories" + "/d" * 400 + "/f"
+    tool.call({"command": "create", "path": deep, "file_text": "x" * 100})
+    tool.call({"command": "create", "path": "/memories/d/d/g", "file_text": "y" * 50})
+    store = MemoryStore.open(repo_path, key, limits=Limits(max_store_bytes=10_000))
+    head = store.head_operation()
+    assert head is not None
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 100)
+    try:
+        assert store.store_bytes() == 150
+        editor = LimitedEditor(store.codec, head.tree, store.limits, store.sizer)
+        editor.put_file(gitmem.parse_path("/memories/new"), b"z" * 10)
+        assert editor.total_bytes() == 160
+        editor.remove(gitmem.parse_path("/memories/d/d"))
+        assert editor.total_bytes() == 10
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 # -- reads --------------------------------------------------------------------------------------
