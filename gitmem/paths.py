@@ -130,6 +130,10 @@ def parse(raw: object) -> MemoryPath:
     path = raw
     if not path:
         raise InvalidPath(path, "the path is empty; memory paths start with /memories")
+    if len(path) > MAX_PATH_BYTES:
+        # Every character is a byte or more: refused before any per-character work, so a
+        # 10 MB path costs no more than a short one.
+        raise InvalidPath(path, f"it is longer than {MAX_PATH_BYTES} bytes")
     for ch in path:
         code = ord(ch)
         if 0xD800 <= code < 0xE000:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import gitmem
 from gitmem import GitMemoryTool, InvalidPath, MemoryPath, history
 from gitmem import paths as gitmem_paths
-from gitmem.errors import printable
+from gitmem.errors import printable, shown
 from gitmem.paths import MAX_COMPONENT_BYTES, MAX_DEPTH, MAX_PATH_BYTES, parse
 
 OUTSIDE = "every memory path must start with /memories/"
@@ -189,7 +189,7 @@ def test_parse_refuses(raw: str, reason: str) -> None:
         parse(raw)
     assert info.value.reason == reason
     assert info.value.path == raw
-    assert str(info.value) == f"The path {printable(raw)} is not allowed: {reason}"
+    assert str(info.value) == f"The path {shown(raw)} is not allowed: {reason}"
 
 
 @pytest.mark.parametrize("raw", [None, 1, b"/memories/a", ["/memories/a"], MemoryPath(("a",))])
@@ -206,7 +206,7 @@ def test_every_hostile_path_is_refused_by_every_command(tmp_path: Path, key: str
     head = tool.store.head()
     before = (tool.store.files(), tool.store.directories())
     for raw, reason in HOSTILE:
-        message = f"Error: The path {printable(raw)} is not allowed: {reason}"
+        message = f"Error: The path {shown(raw)} is not allowed: {reason}"
         inputs: list[dict[str, Any]] = [
             {"command": "view", "path": raw},
             {"command": "view", "path": raw, "view_range": [1, 2]},
