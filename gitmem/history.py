@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from . import paths as memory_paths
-from .errors import GitMemError, InvalidPath, NotAFile, NotFound, PathExists, UsageError
+from .errors import (
+    GitMemError,
+    InvalidPath,
+    NotAFile,
+    NotFound,
+    PathExists,
+    UsageError,
+    shown_repr,
+)
 from .format import KIND_DIR, KIND_FILE
 from .fsutil import DIR_MODE, make_private_dirs, open_private_file
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
@@ -98,7 +106,7 @@ def log(
     reachable from ``rev`` (raised when the walk ends having found none).
     """
     if command is not None and command not in COMMANDS:
-        raise UsageError(f"unknown command {command!r}: one of {', '.join(COMMANDS)}")
+        raise UsageError(f"unknown command {shown_repr(command)}: one of {', '.join(COMMANDS)}")
     return _log(store, rev, as_paths(paths), session, command, since, until, max_count)
 
 
@@ -134,7 +142,7 @@ def _log(
         if max_count is not None and shown >= max_count:
             return
     if not session_seen:
-        raise UsageError(f"no operation of session {session!r}")
+        raise UsageError(f"no operation of session {shown_repr(session)}")
 
 
 # -- diffs ----------------------------------------------------------------------------------

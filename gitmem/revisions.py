@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from .errors import UsageError
+from .errors import UsageError, shown_repr
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -45,6 +45,10 @@ _UNIT_SECONDS = {
 _RELATIVE = re.compile(r"(\d+)\s*([a-z]+)(?:\s+ago)?")
 
 
+# The longest revision text accepted (a session label, a time, an id, with a ~N suffix).
+MAX_REVISION_CHARS = 1_000
+
+
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     """A point in time from ISO 8601 or a relative form, as an aware datetime.
 
@@ -62,7 +66,12 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
         return midnight - timedelta(days=1) if compact == "yesterday" else midnight
     relative = _RELATIVE.fullmatch(compact)
     if relative and relative.group(2) in _UNIT_SECONDS:
-        return moment - timedelta(seconds=int(relative.group(1)) * _UNIT_SECONDS[relative[2]])
+        try:
+            return moment - timedelta(seconds=int(relative.group(1)) * _UNIT_SECONDS[relative[2]])
+        except (ValueError, OverflowError):  # too many digits for int(), or before year 1
+            raise UsageError(
+                f"invalid time {shown_repr(text)}: that is further back than dates go"
+            ) from None
     iso = text.strip()
     if iso[-1:] in ("Z", "z"):
         iso = iso[:-1] + "+00:00"
@@ -70,8 +79,8 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
         parsed = datetime.fromisoformat(iso)
     except ValueError:
         raise UsageError(
-            f"invalid time {text!r}: use ISO 8601 (2025-06-01, 2025-06-01T14:30:00Z) or a "
-            "relative time (90m, 2h, 3d, 1w, '3 days ago', today, yesterday)"
+            f"invalid time {shown_repr(text)}: use ISO 8601 (2025-06-01, 2025-06-01T14:30:00Z) "
+            "or a relative time (90m, 2h, 3d, 1w, '3 days ago', today, yesterday)"
         ) from None
     return parsed.astimezone() if parsed.tzinfo is None else parsed
 
@@ -79,6 +88,12 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
 def split_revision(rev: str) -> tuple[str, int]:
     """``(base, steps)``: the revision without its ``~N``/``^`` suffix, and how many first
     parents that suffix walks back. ``@{...}`` ends at its closing brace."""
+    if len(rev) > MAX_REVISION_CHARS:
+        # Refused first, so that no message below repeats more than this much of it.
+        raise UsageError(
+            f"unknown revision {shown_repr(rev, 60)}: a revision is at most "
+            f"{MAX_REVISION_CHARS:,} characters"
+        )
     text = rev.strip()
     if text.startswith("@{"):
         close = text.find("}")

@@ -33,6 +33,7 @@ from .errors import (
     RollbackDetected,
     UsageError,
     WrongKey,
+    shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, GcReport, GitRepo
@@ -441,7 +442,7 @@ class MemoryStore:
         """
         head = self.head()
         if head is None:
-            raise UsageError(f"unknown revision {rev!r}: the store has no history yet")
+            raise UsageError(f"unknown revision {shown_repr(rev)}: the store has no history yet")
         base, steps = split_revision(rev)
         commit = resolve_named(self, base, rev) or (
             head if base in ("HEAD", "@", "") else self._resolve_id(base, rev, head)

@@ -527,7 +527,7 @@ def test_echoes_are_bounded_in_exceptions_and_the_cli(repo_path: Path, key: str)
     with pytest.raises(gitmem.InvalidPath) as info:
         parse(huge)
     assert len(str(info.value)) < 2_200 and info.value.path == huge
-    gitmem.MemoryStore.open(repo_path, key, create=True)
+    gitmem.MemoryStore.open(repo_path, key, create=True).create("/memories/a.md", "a\n")
     runner = CliRunner()
     env = {"GITMEM_KEY": key}
     for args in (
@@ -536,6 +536,14 @@ def test_echoes_are_bounded_in_exceptions_and_the_cli(repo_path: Path, key: str)
         ["expire", "--older-than", "9" * 5_000 + "d"],
         ["expire", "--older-than", "9" * 20 + "d"],
         ["expire", "--older-than", "z" * 1_000_000],
+        ["log", "--until", "9" * 20 + "d"],
+        ["log", "--until", "9" * 5_000 + "d"],
+        ["log", "--until", "z" * 1_000_000],
+        ["log", "--session", "s" * 1_000_000],
+        ["log", "--command", "c" * 1_000_000],
+        ["show", "HEAD~" + "9" * 5_000],
+        ["show", "session:" + "s" * 1_000_000],
+        ["restore", "--dry-run", "@{" + "1" * 1_000_000],
     ):
         result = runner.invoke(main, ["--repo", str(repo_path), *args], env=env)
         assert result.exit_code == 2, (args[0], result.output[-300:], result.exception)
