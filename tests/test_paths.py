@@ -765,3 +765,21 @@ def test_export_never_overwrites_a_name_it_wrote(tool: GitMemoryTool, tmp_path: 
         f"/memories/a.md (at {out / 'b.md'}); the export stopped there, nothing was overwritten"
     )
     assert (out / "a.md").read_text() == "one"
+
+
+def test_import_refuses_new_names_like_create(tool: GitMemoryTool, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "deep").mkdir(parents=True)
+    for name in ("a.md", "A.md", "b\u200b.md", "c.md.", "ok.md"):
+        (source / name).write_text("x")
+    head = tool.store.head()
+    with pytest.raises(history.ImportRefused) as info:
+        history.import_(tool.store, source)
+    assert sorted(info.value.problems) == [
+        "/memories/a.md: it differs from the existing 'A.md' only in case or Unicode form; the "
+        "two would be one file on Windows and macOS",
+        "/memories/b\u200b.md: it contains the invisible or formatting character U+200B ZERO "
+        "WIDTH SPACE",
+        f"/memories/c.md.: {TRAILING}",
+    ]
+    assert tool.store.head() == head
