@@ -1,4 +1,4 @@
-"""Repository format v1, as ``docs/design.md`` specifies it: names, records, headers, metadata.
+"""Repository format v2, as ``docs/design.md`` specifies it: names, records, headers, metadata.
 
 Everything that decides what bytes land in the repository is defined here or in ``crypto``; a
 change to any of it is a new format version with a migration, never a silent change.
@@ -15,9 +15,15 @@ from typing import Any
 
 from .errors import FormatVersionError, IntegrityError, NoStore
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 # Versions this code reads; a store of a newer version is refused rather than misread.
-READABLE_VERSIONS = frozenset({1})
+READABLE_VERSIONS = frozenset({1, 2})
+# Records did not change with format 2 (a merge is a new command, not a new layout).
+RECORD_VERSION = 1
+READABLE_RECORD_VERSIONS = frozenset({1})
+# The root tree's entry holding the metadata blob (format 2): so it travels with the branch.
+# Encrypted entry names start with a kind character (f or d), so this one cannot collide.
+META_ENTRY = "gitmem"
 
 KIND_FILE = "f"
 KIND_DIR = "d"
@@ -70,7 +76,7 @@ class Record:
     def to_bytes(self) -> bytes:
         """Canonical JSON of the record."""
         body = {
-            "v": FORMAT_VERSION,
+            "v": RECORD_VERSION,
             "seq": self.seq,
             "time_ns": self.time_ns,
             "session": self.session,
@@ -86,7 +92,7 @@ class Record:
         """Parse a decrypted record; :class:`IntegrityError` when it is malformed."""
         try:
             body = json.loads(data.decode("utf-8"))
-            if body["v"] not in READABLE_VERSIONS:
+            if body["v"] not in READABLE_RECORD_VERSIONS:
                 raise FormatVersionError(f"a commit record has format version {body['v']}")
             record = cls(
                 seq=int(body["seq"]),
@@ -136,7 +142,8 @@ def decode_header(data: bytes) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class StoreMeta:
-    """The store's public metadata (``refs/gitmem/meta``): nothing here is secret."""
+    """The store's public metadata (``refs/gitmem/meta`` and, from format 2, the root tree's
+    ``gitmem`` entry): nothing here is secret."""
 
     format: int
     store_id: bytes
@@ -169,3 +176,7 @@ class StoreMeta:
                 f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade gitmem)"
             )
         return meta
+
+    def same_store(self, other: StoreMeta) -> bool:
+        """True when ``other`` names the same store under the same key check."""
+        return self.store_id == other.store_id and self.key_check == other.key_check

@@ -1,9 +1,10 @@
-"""The client's high-water mark: the newest commit it has seen of each store, kept outside it.
+"""The client's high-water marks: the newest commit it has seen of each replica and remote.
 
 An attacker who can write the repository can point the branch back at an older, authentic
-commit; only state the repository does not hold can notice. The mark lives in a per-user state
+commit; only state the repository does not hold can notice. Marks live in a per-user state
 directory (``GITMEM_STATE_DIR``, else ``$XDG_STATE_HOME/gitmem``, else ``~/.local/state/gitmem``),
-one owner-only JSON file per store id.
+one owner-only JSON file per replica path and per remote URL of each store: a backup that is
+behind the original is not a rollback, the same backup going backwards is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fsutil import atomic_write, make_private_dirs, open_lock_file
+from .fsutil import atomic_write, fsync_dir, make_private_dirs, open_lock_file
 
 
 def default_state_dir() -> Path:
@@ -38,15 +39,41 @@ class Mark:
     seq: int
 
 
-class HighWater:
-    """The high-water mark of one store."""
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
-    def __init__(self, store_id: str, state_dir: str | os.PathLike[str] | None = None) -> None:
+
+class HighWater:
+    """The high-water mark of one replica (a repository path) or one remote (a URL) of a store.
+
+    With neither ``replica`` nor ``remote`` it is the single per-store mark of format 1
+    clients, which the first replica opened adopts.
+    """
+
+    def __init__(
+        self,
+        store_id: str,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        replica: str | os.PathLike[str] | None = None,
+        remote: str | None = None,
+    ) -> None:
         self.dir = Path(state_dir) if state_dir is not None else default_state_dir()
-        self.path = self.dir / f"{store_id}.json"
+        self._legacy = self.dir / f"{store_id}.json"
+        if replica is not None:
+            self.where = str(Path(replica).resolve())
+            self.path = self.dir / store_id / f"replica-{_digest(self.where)}.json"
+        elif remote is not None:
+            self.where = remote
+            self.path = self.dir / store_id / f"remote-{_digest(remote)}.json"
+        else:
+            self.where = ""
+            self.path = self._legacy
 
     def read(self) -> Mark | None:
-        """The recorded mark, or None when this client has never seen the store."""
+        """The recorded mark, or None when this client has never seen the replica or remote."""
+        if self.path != self._legacy and self.where and not self.path.exists():
+            self._adopt_legacy()
         try:
             body = json.loads(self.path.read_text("utf-8"))
             return Mark(str(body["commit"]), int(body["seq"]))
@@ -56,8 +83,22 @@ class HighWater:
             # A damaged mark protects nothing; it is replaced by the next one seen.
             return None
 
-    def _locked(self) -> contextlib.AbstractContextManager[None]:
-        return _state_lock(self.dir)
+    def _adopt_legacy(self) -> None:
+        """Make a format 1 per-store mark the mark of this replica (the first to look wins)."""
+        if not self._legacy.exists() or self.path.name.startswith("remote-"):
+            return
+        with self._locked():
+            if self.path.exists():
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self._legacy, self.path)
+                fsync_dir(self.path.parent)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with _state_lock(self.dir):
+            make_private_dirs(self.path.parent)
+            yield
 
     def advance(self, mark: Mark) -> None:
         """Record ``mark`` unless a newer one is already recorded (other processes write too)."""
@@ -82,8 +123,10 @@ class HighWater:
                 self._write(mark, durable=True)  # a user's decision: it must not be lost
 
     def _write(self, mark: Mark, *, durable: bool) -> None:
-        body = json.dumps({"commit": mark.commit, "seq": mark.seq})
-        atomic_write(self.path, body.encode("utf-8"), durable=durable)
+        body: dict[str, object] = {"commit": mark.commit, "seq": mark.seq}
+        if self.where:
+            body["where"] = self.where
+        atomic_write(self.path, json.dumps(body).encode("utf-8"), durable=durable)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ from .keysource import resolve_key
 from .limits import LimitedEditor, StoreSizer
 from .options import Settings, StoreOptions
 from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
+from .replica import find_meta
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
 from .textops import Replacement, find_unique, insert_at, replace_at
@@ -174,8 +175,16 @@ class MemoryStore:
         self.session = opts.session if opts.session is not None else new_session_label()
         self.lock_timeout = opts.lock_timeout
         self.high_water: HighWater | None = (
-            HighWater(keys.store_id.hex(), opts.state_dir) if opts.check_rollback else None
+            HighWater(keys.store_id.hex(), opts.state_dir, replica=repo.path)
+            if opts.check_rollback
+            else None
         )
+        self.state_dir = opts.state_dir
+        found = find_meta(repo)
+        if found is not None and found.meta.store_id != keys.store_id:
+            raise IntegrityError(f"the repository at {repo.path} holds another store")
+        if found is not None and found.meta.format >= 2:
+            self.codec.meta_blob = found.blob
         if opts.check_rollback:
             KnownStores(opts.state_dir).remember(repo.path, keys.store_id.hex())
         self._head: Operation | None = None
@@ -281,10 +290,8 @@ class MemoryStore:
 
     @staticmethod
     def _read_meta(repo: GitRepo) -> StoreMeta | None:
-        oid = repo.ref(META_REF)
-        if oid is None:
-            return None
-        return StoreMeta.from_bytes(repo.read_blob(oid))
+        found = find_meta(repo)
+        return None if found is None else found.meta
 
     @property
     def path(self) -> Path:
@@ -555,6 +562,8 @@ class MemoryStore:
             version=__version__,
             detail=dict(detail),
         )
+        self._upgrade_format()
+        tree = self.codec.stamp_root(tree)
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
         commit = self.repo.write_commit(tree, list(parents), message)
@@ -567,6 +576,25 @@ class MemoryStore:
             with contextlib.suppress(OSError):
                 self.high_water.advance(Mark(commit, op.seq))
         return op
+
+    def _upgrade_format(self) -> None:
+        """Under the writer lock: make a format 1 store format 2 before its next commit.
+
+        Writes the format 2 metadata blob (same store id and key check), points
+        ``refs/gitmem/meta`` at it, and from now on every root tree carries it, so that copies
+        of the branch made by plain git are complete stores.
+        """
+        old = self.repo.ref(META_REF)
+        if self.codec.meta_blob is not None:
+            if old is None:
+                # A replica made by plain git: the branch carried the metadata, the ref did not.
+                self.repo.create_ref(META_REF, self.codec.meta_blob)
+            return
+        meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
+        blob = self.repo.write_blob(meta.to_bytes())
+        if old != blob:
+            self.repo.update_ref(META_REF, blob, old)
+        self.codec.meta_blob = blob
 
     def screen(self, before: str, after: str) -> Screened:
         """Apply the store's secrets policy to a write turning file text ``before`` into ``after``.

@@ -22,6 +22,7 @@ from .format import (
     HEADER_ENTRY,
     KIND_DIR,
     KIND_FILE,
+    META_ENTRY,
     ROLE_CHUNK,
     ROLE_HEADER,
     chunk_entry,
@@ -67,6 +68,9 @@ class TreeCodec:
         # Remembers the files last read or written, so that writing an edited version rehashes
         # only around the edit and reuses the blobs of unchanged chunks.
         self.chunker = chunking.Chunker(keys.chunker_seed)
+        # The metadata blob every root tree this codec writes carries (format 2); None for a
+        # format 1 store until its first write upgrades it.
+        self.meta_blob: str | None = None
 
     # -- directories ----------------------------------------------------------------------
 
@@ -79,6 +83,13 @@ class TreeCodec:
         parent = str(path)
         loaded = _Loaded({}, {})
         for entry in self.repo.read_tree(oid):
+            if path.is_root and entry.name == META_ENTRY:
+                # The store's metadata, not a memory entry (format 2).
+                if entry.mode != BLOB_MODE:
+                    raise IntegrityError(
+                        f"the root tree {oid} holds a gitmem entry that is no blob"
+                    )
+                continue
             if entry.mode != TREE_MODE:
                 raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
             try:
@@ -105,7 +116,26 @@ class TreeCodec:
             if raw is None or raw[:1] != node.kind:
                 raw = self.keys.seal_name(name, parent, node.kind)
             entries.append(TreeEntry(raw, node.oid, TREE_MODE))
+        if path.is_root and self.meta_blob is not None:
+            entries.append(TreeEntry(META_ENTRY, self.meta_blob, BLOB_MODE))
         return self.repo.write_tree(entries)
+
+    def stamp_root(self, oid: str) -> str:
+        """Root tree ``oid`` carrying this store's metadata blob (rewritten only if it lacks it).
+
+        A restore reuses an old root tree, which may predate format 2 or an update of the
+        metadata; every commit written must carry the current metadata.
+        """
+        if self.meta_blob is None:
+            return oid
+        entries = self.repo.read_tree(oid)
+        kept = [e for e in entries if e.name != META_ENTRY]
+        if len(kept) == len(entries) - 1 and any(
+            e.name == META_ENTRY and e.oid == self.meta_blob and e.mode == BLOB_MODE
+            for e in entries
+        ):
+            return oid
+        return self.repo.write_tree([*kept, TreeEntry(META_ENTRY, self.meta_blob, BLOB_MODE)])
 
     def reseal_dir(self, oid: str, old: MemoryPath, new: MemoryPath) -> str:
         """Rewrite directory ``oid`` from ``old`` to ``new``: names bind their parent path."""

@@ -1,4 +1,4 @@
-"""A second reader of repository format v1, written from ``docs/design.md`` alone.
+"""A second reader of repository format v2, written from ``docs/design.md`` alone.
 
 Nothing here imports gitmem's ``crypto``, ``format`` or ``tree`` modules: subkeys come from a
 stdlib HKDF, names and blobs are opened by an RFC 5297 AES-SIV built from AES-CMAC and AES-CTR,
@@ -30,6 +30,7 @@ import gitmem
 
 BRANCH = "refs/heads/main"
 META_REF = "refs/gitmem/meta"
+META_ENTRY = "gitmem"
 ROOT = "/memories"
 KEY_PREFIX = "gitmem-key-1:"
 ENVELOPE_V1 = b"\x01"
@@ -152,8 +153,16 @@ class Reader:
     @classmethod
     def open(cls, path: Path, key_text: str) -> Reader:
         repo = pygit2.Repository(str(path))
-        meta = json.loads(blob_of(repo, repo.references[META_REF].target))
-        assert meta["gitmem"] == "store" and meta["format"] == 1
+        # Format 2: the head's root tree carries the metadata; the ref must agree with it.
+        root = commit_of(repo, repo.references[BRANCH].target).tree
+        meta = json.loads(blob_of(repo, root[META_ENTRY].id))
+        assert root[META_ENTRY].filemode == BLOB_MODE
+        ref_meta = json.loads(blob_of(repo, repo.references[META_REF].target))
+        assert (ref_meta["store_id"], ref_meta["key_check"]) == (
+            meta["store_id"],
+            meta["key_check"],
+        )
+        assert meta["gitmem"] == "store" and meta["format"] == 2
         store_id = bytes.fromhex(meta["store_id"])
         master = decode_key_text(key_text)
         keys = {
@@ -202,6 +211,9 @@ class Reader:
     def read_dir(self, tree_id: pygit2.Oid, parent: str) -> dict[str, tuple[str, pygit2.Oid]]:
         out: dict[str, tuple[str, pygit2.Oid]] = {}
         for entry in tree_of(self.repo, tree_id):
+            if parent == ROOT and entry.name == META_ENTRY:
+                assert entry.filemode == BLOB_MODE
+                continue
             assert entry.filemode == DIR_MODE
             name, kind = self.open_name(str(entry.name), parent)
             assert kind in ("f", "d") and name not in out
@@ -318,13 +330,16 @@ def test_refs_and_metadata_blob(made: Made) -> None:
     ).digest()
     expected = (
         "{\n"
-        ' "format": 1,\n'
+        ' "format": 2,\n'
         ' "gitmem": "store",\n'
         f' "key_check": "{base64.b64encode(check).decode()}",\n'
         f' "store_id": "{reader.store_id.hex()}"\n'
         "}\n"
     )
     assert meta_blob == expected.encode()
+    # The same blob travels in every root tree, so a copy of the branch alone is a store.
+    for commit in repo.walk(repo.references[BRANCH].target):
+        assert commit.tree[META_ENTRY].id == repo.references[META_REF].target
     assert len(reader.store_id) == 16
     assert made.store.store_id == reader.store_id.hex()
 
@@ -452,6 +467,9 @@ def test_second_reader_sees_what_gitmem_sees(made: Made) -> None:
 
 
 def test_high_water_mark_file(made: Made) -> None:
-    mark = made.state_dir / f"{made.store.store_id}.json"
-    assert json.loads(mark.read_text("utf-8")) == {"commit": made.store.head(), "seq": 6}
+    where = str(made.path.resolve())
+    digest = hashlib.sha256(where.encode()).hexdigest()[:32]
+    mark = made.state_dir / made.store.store_id / f"replica-{digest}.json"
+    body = {"commit": made.store.head(), "seq": 6, "where": where}
+    assert json.loads(mark.read_text("utf-8")) == body
     assert mark.stat().st_mode & 0o777 == 0o600

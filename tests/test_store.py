@@ -145,7 +145,7 @@ def test_a_truncated_commit_between_mark_and_head_fails_closed(
     middle = store.head()
     store.insert(p, 2, "3")
     assert first is not None and middle is not None
-    HighWater(store.store_id, state).reset(Mark(first, 1))
+    HighWater(store.store_id, state, replica=repo_path).reset(Mark(first, 1))
     loose = repo_path / "objects" / middle[:2] / middle[2:]
     loose.chmod(0o644)
     loose.write_bytes(loose.read_bytes()[:-8])

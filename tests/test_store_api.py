@@ -168,9 +168,10 @@ def test_one_options_object_reaches_the_store(repo_path: Path, key: str, tmp_pat
         "redact",
     )
     assert store.options == options
-    assert (tmp_path / "state" / f"{store.store_id}.json").exists() is False  # nothing seen yet
+    marks = tmp_path / "state" / store.store_id
+    assert list(marks.glob("replica-*.json")) == []  # nothing seen yet
     store.create("/memories/a.md", "x\n")
-    assert (tmp_path / "state" / f"{store.store_id}.json").exists()
+    assert len(list(marks.glob("replica-*.json"))) == 1
     with pytest.raises(gitmem.LimitExceeded):
         store.create("/memories/b.md", "much more than ten bytes\n")
     # Keyword settings override the options object's fields; limits=None means the defaults.

@@ -749,7 +749,7 @@ def _meta_format(v: Victim) -> Expect:
     body = meta_body(v)
     body["format"] = 99
     set_meta(v, json.dumps(body).encode())
-    message = "this store has format version 99; this gitmem reads 1 (upgrade gitmem)"
+    message = "this store has format version 99; this gitmem reads 1, 2 (upgrade gitmem)"
     return Expect("", [], code=8, open_error=message)
 
 
@@ -795,10 +795,8 @@ def _meta_tree(v: Victim) -> Expect:
     return Expect("", [], open_error=f"object {v.at.root} should be a blob")
 
 
-@case("the metadata ref deleted")
-def _meta_deleted(v: Victim) -> Expect:
-    v.r.references.delete(META)
-    return Expect("", [], code=3, open_error=f"{v.repo} is a git repository but not a gitmem store")
+# Deleting the metadata ref is no tampering since format 2: every root tree carries the
+# metadata (tests/test_replicas.py::test_deleted_metadata_ref_is_rebuilt_from_the_branch).
 
 
 @case("in place: a flipped bit in the metadata blob")

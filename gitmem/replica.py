@@ -1,0 +1,53 @@
+"""Where a replica's metadata is: the head's root tree first, ``refs/gitmem/meta`` second.
+
+Format 2 puts the metadata blob in every commit's root tree, so a copy of the branch made by
+plain git (``git clone --bare``, ``git push``, a forge's fork) is a complete store. Format 1
+stores, and stores with no commit yet, have it only in ``refs/gitmem/meta``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import IntegrityError
+from .format import META_ENTRY, StoreMeta
+from .gitrepo import BLOB_MODE, BRANCH, META_REF, GitRepo
+
+
+@dataclass(frozen=True)
+class FoundMeta:
+    """A store's metadata, the blob it came from, and whether the branch carried it."""
+
+    meta: StoreMeta
+    blob: str
+    in_tree: bool
+
+
+def meta_in_tree(repo: GitRepo, tree: str) -> str | None:
+    """The metadata blob id in root tree ``tree``, or None for a format 1 tree."""
+    for entry in repo.read_tree(tree):
+        if entry.name == META_ENTRY:
+            if entry.mode != BLOB_MODE:
+                raise IntegrityError(f"the root tree {tree} holds a gitmem entry that is no blob")
+            return entry.oid
+    return None
+
+
+def find_meta(repo: GitRepo, branch: str = BRANCH, meta_ref: str = META_REF) -> FoundMeta | None:
+    """The metadata of the store in ``repo``, or None when neither place holds any.
+
+    ``meta_ref`` first: it is local, and a pull never replaces it. The head's root tree
+    (``branch``) only when the ref is absent, as in a copy made by plain git. Nothing here is
+    authenticated yet: the caller derives keys from it and then authenticates the head's
+    record, which binds the root tree and so the blob; a branch of another store fails there.
+    """
+    ref_blob = repo.ref(meta_ref)
+    if ref_blob is not None:
+        return FoundMeta(StoreMeta.from_bytes(repo.read_blob(ref_blob)), ref_blob, False)
+    head = repo.ref(branch)
+    if head is None:
+        return None
+    blob = meta_in_tree(repo, repo.read_commit(head).tree)
+    if blob is None:
+        return None
+    return FoundMeta(StoreMeta.from_bytes(repo.read_blob(blob)), blob, True)
