@@ -479,7 +479,7 @@ main.params.extend(
 @json_option
 @pass_state
 def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> None:
-    """Create a store and its key.
+    """Create a store and its key (in an empty directory or empty bare git repository too).
 
     The key is saved to an owner-only file in your config directory (or printed with
     --print-key). Losing the key loses the memory: back it up somewhere safe.
@@ -487,8 +487,10 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
     target = path or (Path(state.repo) if state.repo else None)
     if target is None:
         raise UsageError("give the new store's PATH (or --repo / GITMEM_REPO)")
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise UsageError(f"{target} already exists and is not empty")
+    if not MemoryStore.vacant(target):
+        raise UsageError(
+            f"{target} already exists and is neither empty nor an empty git repository"
+        )
     if print_key and state.key_file is not None:
         raise UsageError("give --print-key or --key-file, not both")
     # A key the user already has is used, not replaced: the store must open with it.

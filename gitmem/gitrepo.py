@@ -247,6 +247,13 @@ class GitRepo:
             raise IntegrityError(f"the ref {name} is symbolic; gitmem refs point at objects")
         return str(target)
 
+    def has_refs(self) -> bool:
+        """True when any ref exists: a branch, a tag, gitmem's metadata (HEAD aside)."""
+        try:
+            return any(True for _ in self._git.references)
+        except pygit2.GitError as exc:
+            raise IntegrityError(f"the refs of {self.path} cannot be read: {exc}") from None
+
     def create_ref(self, name: str, oid: str) -> None:
         """Create ``name`` at ``oid`` durably; :class:`ConflictError` if it already exists."""
         if _BATCHED:

@@ -214,29 +214,41 @@ class MemoryStore:
         """
         target = Path(path)
         opts = StoreOptions.of(options, **settings)
-        if not GitRepo.exists(target):
-            if not create:
-                raise NoStore(f"no gitmem store at {target}")
-            if target.exists() and (
-                not target.is_dir()
-                or (any(target.iterdir()) and not (target / LOCK_FILE).is_file())
-            ):
-                raise NoStore(f"{target} exists and is not a gitmem store")
+        if create and cls.vacant(target):
             cls._refuse_vanished(target, opts)
             return cls.init(target, resolve_key(key, None), opts)
+        if not GitRepo.exists(target):
+            if create:
+                raise NoStore(f"{target} exists and is not a gitmem store")
+            raise NoStore(f"no gitmem store at {target}")
         repo = GitRepo(target)
         meta = cls._read_meta(repo)
         if meta is None:
-            if create and repo.ref(BRANCH) is None:
-                # A crash between `git init` and writing the metadata leaves exactly this.
-                cls._refuse_vanished(target, opts)
-                return cls.init(target, resolve_key(key, None), opts)
             raise NoStore(f"{target} is a git repository but not a gitmem store")
         raw = resolve_key(key, meta.store_id.hex())
         keys = StoreKeys.derive(raw, meta.store_id)
         if not keys.matches(meta.key_check):
             raise WrongKey(f"the key does not open the store at {target}")
         return cls(repo, keys, opts)
+
+    @staticmethod
+    def vacant(path: str | os.PathLike[str]) -> bool:
+        """Whether a new store may be made at ``path``, adopting what is there.
+
+        True for nothing, an empty directory, and an empty git repository: one with no refs,
+        as ``git init --bare`` leaves it, or as a gitmem init cut short between ``git init``
+        and writing the metadata leaves it. ``open(create=True)`` and ``gitmem init`` both
+        go by this rule; anything else (a store, a repository with history) is not vacant.
+        """
+        target = Path(path)
+        if not target.exists():
+            return True
+        if not target.is_dir():
+            return False
+        if GitRepo.exists(target):
+            return not GitRepo(target).has_refs()
+        # A directory holding only gitmem's lock file is an init killed before `git init`.
+        return not any(target.iterdir()) or (target / LOCK_FILE).is_file()
 
     @classmethod
     def init(

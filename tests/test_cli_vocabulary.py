@@ -7,16 +7,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+import pygit2
 import pytest
 from click.testing import CliRunner
 from test_cli import Gitmem, _run
 from test_history import built_once
 
-from gitmem import generate_key
+from gitmem import GitMemoryTool, MemoryStore, generate_key
 from gitmem.cli import main
 from gitmem.demo import ToolCall, _describe
+from gitmem.errors import KeyMissing, NoStore
 from gitmem.keysource import user_key_path
 
 
@@ -224,8 +227,6 @@ def test_missing_key_names_every_source_tried(gm: Gitmem) -> None:
     )
     assert "key=" not in err
     # The library's own wording names the same file; neither holds key material.
-    from gitmem import MemoryStore
-    from gitmem.errors import KeyMissing
 
     with pytest.raises(KeyMissing) as info:
         MemoryStore.open(gm.repo)
@@ -277,3 +278,66 @@ def test_installed_command_takes_options_after_the_command(gm: Gitmem) -> None:
     nosuch = _run("log", "--session", "nosuch", "--repo", str(gm.repo), env={**env,
                   "GITMEM_KEY": gm.key})  # fmt: skip
     assert (nosuch.returncode, nosuch.stdout) == (2, "")
+
+
+# -- init adopts what GitMemoryTool adopts --------------------------------------------------
+
+
+def _empty_bare(path: Path) -> Path:
+    pygit2.init_repository(str(path), bare=True)
+    return path
+
+
+def _bare_with_history(path: Path) -> Path:
+    repo = pygit2.init_repository(str(path), bare=True)
+    signature = pygit2.Signature("a", "a@example.com")
+    tree = repo.TreeBuilder().write()
+    repo.create_commit("refs/heads/master", signature, signature, "m", tree, [])
+    return path
+
+
+def _non_empty_dir(path: Path) -> Path:
+    path.mkdir()
+    (path / "keep.txt").write_text("keep me")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "adopted"),
+    [
+        (lambda p: p, True),  # nothing there
+        (lambda p: (p.mkdir(), p)[1], True),  # an empty directory
+        (_empty_bare, True),
+        (_bare_with_history, False),
+        (_non_empty_dir, False),
+    ],
+    ids=["missing", "empty-dir", "empty-bare-repo", "bare-repo-with-history", "non-empty-dir"],
+)
+def test_init_and_the_tool_adopt_the_same_places(
+    tmp_path: Path, make: Callable[[Path], Path], adopted: bool
+) -> None:
+    by_cli = make(tmp_path / "cli.git")
+    by_tool = make(tmp_path / "tool.git")
+    code, out, err = invoke("init", str(by_cli))
+    key = generate_key()
+    if adopted:
+        assert (code, err) == (0, ""), out
+        assert out.startswith(f"Created an encrypted gitmem store at {by_cli}\n")
+        assert invoke("--repo", str(by_cli), "verify")[0] == 0
+        GitMemoryTool(by_tool, key=key).call({"command": "view", "path": "/memories"})
+        assert MemoryStore.open(by_tool, key).verify().ok
+        return
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gitmem: error: {by_cli} already exists and is neither empty nor an empty git repository\n"
+    )
+    with pytest.raises(NoStore):
+        GitMemoryTool(by_tool, key=key)
+    if (by_cli / "keep.txt").exists():
+        assert (by_cli / "keep.txt").read_text() == "keep me"
+
+
+def test_init_refuses_an_existing_store(tmp_path: Path) -> None:
+    assert invoke("init", str(tmp_path / "s.git"))[0] == 0
+    code, _, err = invoke("init", str(tmp_path / "s.git"))
+    assert code == 2 and "already exists and is neither empty" in err
