@@ -1,7 +1,7 @@
 """``GitMemoryTool`` and ``AsyncGitMemoryTool``: the memory tool's exact strings over a store.
 
 Every error reaches the tool runner as a ``ToolError`` carrying the text Claude is trained on
-(``memory-tool-contract.md``); nothing else escapes, and a refused command writes nothing.
+(``docs/memory-tool.md``); nothing else escapes, and a refused command writes nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every row of the memory-tool contract (``memory-tool-contract.md``) with its exact text.
+"""Every row of the memory-tool contract (``docs/memory-tool.md``) with its exact text.
 
 Each case runs on the sync tool and on the async tool. Every successful mutation must be exactly
 one commit; ``view`` and every refused command must leave HEAD where it was.

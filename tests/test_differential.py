@@ -184,7 +184,7 @@ def draw_command(data: st.DataObject, files: dict[str, str], dirs: list[str]) ->
 
 # The contract table wins where the reference words an error differently: every contract error
 # except view's carries an "Error: " prefix, and the reference's "is not a file." and insert
-# range message are replaced (memory-tool-contract.md, "Where the SDK's ... this table wins").
+# range message are replaced (docs/memory-tool.md, "Where the SDK's ... this table wins").
 _ERROR_MAP: dict[str, list[tuple[str, str]]] = {
     "view": [
         (r"The path (.*) does not exist\. Please provide a valid path\.", "{0}"),
