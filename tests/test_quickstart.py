@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = (ROOT / "docs" / "quickstart.md").read_text()
@@ -65,3 +68,28 @@ def test_every_step_runs_as_written_offline(tmp_path: Path) -> None:
     assert re.search(r"^verified 4 commits, \d+ objects: ok$", out, flags=re.M)
     restored = out.split("$ gitmem cat /memories/progress.md\n")[1]
     assert restored == "# Progress\n"
+
+
+@pytest.mark.slow
+def test_the_install_step_as_written_in_a_fresh_checkout(tmp_path: Path) -> None:
+    """Step 1 verbatim in a copy of the checkout (needs the package index for dependencies)."""
+    checkout = tmp_path / "gitmem"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = ROOT / name.decode()
+        if source.is_file():
+            (checkout / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, checkout / name.decode())
+    install = blocks("sh")[0]
+    script = f"set -euo pipefail\n{install}\ngitmem --version\npython -c 'import gitmem'\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != Path(sys.executable).parent
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=checkout, env=env, capture_output=True, text=True, timeout=1200
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "gitmem, version " in result.stdout
