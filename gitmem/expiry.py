@@ -18,15 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import UsageError, shown_repr
 from .format import KIND_FILE
+from .operation import History, Operation
 from .paths import MemoryPath
 from .tree import Snapshot
-
-if TYPE_CHECKING:
-    from .store import MemoryStore, Operation
 
 # Commands that take files away rather than write them.
 REMOVING_COMMANDS = frozenset({"delete", "expire"})
@@ -102,7 +100,7 @@ class ExpiryResult:
         }
 
 
-def last_touches(store: MemoryStore, head: Operation | None) -> dict[MemoryPath, FileAge]:
+def last_touches(store: History, head: Operation | None) -> dict[MemoryPath, FileAge]:
     """Every file at ``head`` with its last touch, from one newest-first walk of the history.
 
     A file no commit in the history names (only possible in a history not written by gitmem)
@@ -139,7 +137,7 @@ def last_touches(store: MemoryStore, head: Operation | None) -> dict[MemoryPath,
 
 
 def plan_expiry(
-    store: MemoryStore, head: Operation | None, older_than: timedelta, now: datetime
+    store: History, head: Operation | None, older_than: timedelta, now: datetime
 ) -> ExpiryResult:
     """Which files at ``head`` were last touched before ``now - older_than`` (a dry run)."""
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):

@@ -36,6 +36,7 @@ from .render import plural
 from .secrets import SecretRefused
 from .store import Change, MemoryStore, Operation, changed_files
 from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
+from .view import view_text
 
 # Called with (done, total) as a long operation advances.
 Progress = Callable[[int, int], None]
@@ -311,23 +312,20 @@ def changes(
 
 
 def view(
-    store: MemoryStore, path: str, rev: str | None = None, view_range: Sequence[int] = ()
+    store: MemoryStore,
+    path: MemoryPathLike,
+    rev: str | None = None,
+    view_range: Sequence[int] = (),
 ) -> str:
     """Exactly the text Claude's ``view`` returns for ``path`` (at ``rev``, default: the head).
 
-    A path that is not allowed is :class:`InvalidPath`; any other refusal carries the tool's
-    message, as :class:`NotFound` for a missing path.
+    A path that is not allowed is :class:`InvalidPath`; a missing one is :class:`NotFound`
+    carrying the tool's message, as is any other refusal (a :class:`GitMemError`).
     """
-    from anthropic.lib.tools import ToolError
-
-    from .tool import MemoryCommands
-
-    memory_paths.parse(path)
-    try:
-        return MemoryCommands(store).view(path, list(view_range) or None, rev=rev)
-    except ToolError as exc:
-        message = str(exc)
-        raise (NotFound(message) if "does not exist" in message else GitMemError(message)) from None
+    target = as_path(path)
+    shown = path if isinstance(path, str) else str(path)
+    snapshot = store.snapshot(rev)
+    return view_text(snapshot, shown, target, list(view_range) or None, store.limits.max_view_chars)
 
 
 def cat(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> str:
@@ -404,7 +402,7 @@ def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> l
         parent_node = Snapshot(store.codec, parent_tree).lookup(parent_path)
         if parent_node is None or parent_node.kind != KIND_FILE:
             break
-        parent_op = store._operation(parent_commit)  # an id from the walk: no lookup
+        parent_op = store.read_operation(parent_commit)  # an id from the walk: no lookup
         if parent_node.oid != current_node.oid:
             parent_lines = decode_text(store.codec.read_file(parent_node.oid), parent_path)
             parent_lines_list = parent_lines.split("\n")

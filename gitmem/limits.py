@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import GitMemError, UsageError, shown_repr
-from .format import KIND_DIR, KIND_FILE
+from .format import KIND_DIR
 from .paths import MemoryPath
 from .render import LINE_NUMBER_WIDTH
-from .tree import Node, TreeCodec, TreeEditor, _MutDir
+from .tree import Node, TreeCodec, TreeEditor
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -205,29 +205,13 @@ class LimitedEditor(TreeEditor):
 
     def remove(self, path: MemoryPath) -> None:
         """Remove ``path``, keeping the running size exact."""
-        parent = self._descend(path.parent, create=False)
-        child = None if parent is None else parent.nodes.get(path.name)
-        freed = 0 if child is None else self._subtree_bytes(child, path)
+        freed = self.measure(path, self.sizer.node_bytes)
         super().remove(path)
         self.delta -= freed
 
     def _current_file_bytes(self, path: MemoryPath) -> int:
-        parent = self._descend(path.parent, create=False)
-        child = None if parent is None else parent.nodes.get(path.name)
-        if isinstance(child, Node) and child.kind == KIND_FILE:
-            return self.codec.file_size(child.oid)
-        return 0
-
-    def _subtree_bytes(self, child: Node | _MutDir, path: MemoryPath) -> int:
-        total = 0
-        stack = [(child, path)]
-        while stack:
-            item, at = stack.pop()
-            if isinstance(item, Node):
-                total += self.sizer.node_bytes(item, at)
-            else:
-                stack.extend((c, at.child(n)) for n, c in item.nodes.items())
-        return total
+        node = self.file_at(path)
+        return 0 if node is None else self.codec.file_size(node.oid)
 
 
 # -- reads ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .errors import UsageError, shown_repr
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from .operation import History
 
 SESSION_PREFIX = "session:"
 _SUFFIX = re.compile(r"(?:~\d*|\^)*\Z")
@@ -112,7 +112,7 @@ def split_revision(rev: str) -> tuple[str, int]:
     return base, steps
 
 
-def resolve_named(store: MemoryStore, base: str, rev: str) -> str | None:
+def resolve_named(store: History, base: str, rev: str) -> str | None:
     """The commit a ``session:NAME`` or ``@{TIME}`` base names; None for any other form.
 
     ``session:NAME`` is that session's newest operation; ``@{TIME}`` the newest operation made

@@ -40,6 +40,7 @@ from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, GcReport, Gi
 from .highwater import HighWater, KnownStores, Mark
 from .keysource import resolve_key
 from .limits import LimitedEditor, StoreSizer
+from .operation import Operation
 from .options import Settings, StoreOptions
 from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
 from .replica import find_meta
@@ -89,50 +90,6 @@ class NoChange(Generic[T]):
 def new_session_label() -> str:
     """A unique session label: UTC date and time plus a random suffix."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One commit of the memory, authenticated and decrypted."""
-
-    commit: str
-    parents: tuple[str, ...]
-    tree: str
-    record: Record
-
-    @property
-    def seq(self) -> int:
-        """The operation's sequence number (1 for the first)."""
-        return self.record.seq
-
-    @property
-    def session(self) -> str:
-        """The session label of the writer."""
-        return self.record.session
-
-    @property
-    def command(self) -> str:
-        """The memory command (or ``restore``) the commit records."""
-        return self.record.command
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """The memory paths touched; ``(old, new)`` for a rename."""
-        return self.record.paths
-
-    def to_json(self) -> dict[str, Any]:
-        """The documented JSON form (fields only ever grow)."""
-        return {
-            "commit": self.commit,
-            "seq": self.record.seq,
-            "time": self.record.time.isoformat().replace("+00:00", "Z"),
-            "session": self.record.session,
-            "command": self.record.command,
-            "paths": list(self.record.paths),
-            "parents": list(self.parents),
-            "gitmem": self.record.version,
-            "detail": self.record.detail,
-        }
 
 
 # A write's edit: given the head (None: empty store) and an editor on its tree, what changed.
@@ -317,7 +274,13 @@ class MemoryStore:
 
     # -- the head -------------------------------------------------------------------------
 
-    def _operation(self, oid: str) -> Operation:
+    def read_operation(self, oid: str) -> Operation:
+        """The authenticated operation of commit ``oid`` (a full id, not a revision).
+
+        For ids found in the store's own history (a walk's parents); it says nothing about
+        whether ``oid`` is in the branch's history. :class:`IntegrityError` if it fails
+        authentication.
+        """
         info = self.repo.read_commit(oid)
         try:
             ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
@@ -346,7 +309,7 @@ class MemoryStore:
         if oid is None:
             self._check_rollback(None, mark)
             return None
-        op = self._operation(oid)
+        op = self.read_operation(oid)
         self._check_rollback(op, mark)
         self._head = op
         return op
@@ -386,7 +349,7 @@ class MemoryStore:
         """True when ``mark``'s commit is an ancestor of ``op``.
 
         The search reads only commits whose sequence number is above the mark's (a commit's
-        number exceeds all its ancestors'), each through :meth:`_operation`: every commit on
+        number exceeds all its ancestors'), each through :meth:`read_operation`: every commit on
         the way is authenticated, and a damaged one is an IntegrityError, never a hang inside
         libgit2's own graph walk.
         """
@@ -398,13 +361,13 @@ class MemoryStore:
             if current.seq <= mark.seq or current.commit in seen:
                 continue
             seen.add(current.commit)
-            stack.extend(self._operation(parent) for parent in current.parents)
+            stack.extend(self.read_operation(parent) for parent in current.parents)
         return False
 
     def accept_head(self) -> Operation | None:
         """Trust the branch as it is now (after a deliberate rollback); returns the head."""
         oid = self.repo.ref(BRANCH)
-        op = None if oid is None else self._operation(oid)
+        op = None if oid is None else self.read_operation(oid)
         if self.high_water is not None:
             self.high_water.reset(None if op is None else Mark(op.commit, op.seq))
         self._head = op
@@ -417,7 +380,7 @@ class MemoryStore:
         if rev is None:
             op = self.head_operation()
             return Snapshot(self.codec, None if op is None else op.tree)
-        return Snapshot(self.codec, self._operation(self.resolve(rev)).tree)
+        return Snapshot(self.codec, self.read_operation(self.resolve(rev)).tree)
 
     def kind(self, path: MemoryPathLike, rev: str | None = None) -> str | None:
         """``"f"``, ``"d"`` or None for what is at ``path``."""
@@ -484,7 +447,7 @@ class MemoryStore:
             raise UsageError(f"ambiguous revision {rev!r}: give more digits") from None
         if commit != head:
             try:
-                target = self._operation(commit)
+                target = self.read_operation(commit)
             except IntegrityError:
                 # Not an authentic commit of this store (a tree, a blob, garbage): not history.
                 raise UsageError(f"unknown revision {rev!r}: not in the memory's history") from None
@@ -506,7 +469,7 @@ class MemoryStore:
         start = self.head() if rev is None else self.resolve(rev)
         if start is None:
             return
-        first = self._operation(start)
+        first = self.read_operation(start)
         pending: list[tuple[int, str, Operation]] = [(-first.seq, start, first)]
         # Every child of a commit has a higher sequence number, so all of them are out of the
         # heap before it is: remembering only the pending ids is enough to yield each once.
@@ -518,12 +481,12 @@ class MemoryStore:
             for parent in op.parents:
                 if parent not in queued:
                     queued.add(parent)
-                    parent_op = self._operation(parent)
+                    parent_op = self.read_operation(parent)
                     heapq.heappush(pending, (-parent_op.seq, parent, parent_op))
 
     def operation(self, rev: str) -> Operation:
         """The authenticated operation ``rev`` names."""
-        return self._operation(self.resolve(rev))
+        return self.read_operation(self.resolve(rev))
 
     # -- writing --------------------------------------------------------------------------
 
@@ -820,7 +783,7 @@ class MemoryStore:
                 continue
             visited.add(oid)
             try:
-                op = self._operation(oid)
+                op = self.read_operation(oid)
             except GitMemError as exc:
                 report.problems.append(f"commit {oid}: {exc}")
                 continue

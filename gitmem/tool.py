@@ -35,12 +35,12 @@ from .errors import (
     shown_int,
     shown_repr,
 )
-from .limits import fit_directory_view, fit_file_view
 from .options import Settings, StoreOptions
-from .render import TooManyLines, edit_snippet, view_directory, view_file
+from .render import TooManyLines, edit_snippet
 from .secrets import redaction_note
 from .store import MemoryStore
 from .textops import InvalidInsertLine, MultipleMatches, TextNotFound
+from .view import view_text
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -120,21 +120,12 @@ class MemoryCommands:
     def view(self, path: str, view_range: list[int] | None, *, rev: str | None = None) -> str:
         """The text of ``view`` (of the memory at ``rev``; default: the head)."""
         target = self._path(path)
-        snap = self.store.snapshot(rev)
-        node = snap.lookup(target)
-        if node is None:
-            raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
-        max_chars = self.store.limits.max_view_chars
-        if node.kind == "d":
-            listing = view_directory(path, str(target), snap.listing(target))
-            return fit_directory_view(listing, max_chars)
-        content = snap.read_text(target)
         try:
-            text = view_file(path, content, view_range)
-        except TooManyLines as exc:
+            return view_text(
+                self.store.snapshot(rev), path, target, view_range, self.store.limits.max_view_chars
+            )
+        except (NotFound, TooManyLines) as exc:
             raise ToolError(str(exc)) from None
-        range_end = view_range[1] if view_range and len(view_range) == 2 else -1
-        return fit_file_view(text, content.count("\n") + 1, range_end, max_chars)
 
     def create(self, path: str, file_text: str) -> str:
         """The text of ``create``."""

@@ -9,7 +9,7 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -457,10 +457,36 @@ class TreeEditor:
             return None
         return KIND_DIR if isinstance(child, _MutDir) else child.kind
 
+    def _entry(self, path: MemoryPath) -> Node | _MutDir | None:
+        parent = self._descend(path.parent, create=False)
+        return None if parent is None else parent.nodes.get(path.name)
+
+    def file_at(self, path: MemoryPath) -> Node | None:
+        """The file node at ``path`` in the edited tree; None if nothing or a directory is there."""
+        child = self._entry(path)
+        return child if isinstance(child, Node) and child.kind == KIND_FILE else None
+
+    def measure(self, path: MemoryPath, size: Callable[[Node, MemoryPath], int]) -> int:
+        """The sum of ``size`` over what is at ``path`` in the edited tree (0: nothing there).
+
+        Entries the edit has not opened are measured whole (``size`` of a directory node is
+        its whole subtree's); directories it has opened are measured entry by entry.
+        """
+        child = self._entry(path)
+        total = 0
+        # A loop, not recursion: an edited tree may be deeper than Python's recursion limit.
+        stack: list[tuple[Node | _MutDir, MemoryPath]] = [] if child is None else [(child, path)]
+        while stack:
+            item, at = stack.pop()
+            if isinstance(item, Node):
+                total += size(item, at)
+            else:
+                stack.extend((c, at.child(n)) for n, c in item.nodes.items())
+        return total
+
     def read_bytes(self, path: MemoryPath) -> bytes:
         """The current content of file ``path`` in the edited tree."""
-        parent = self._descend(path.parent, create=False)
-        child = None if parent is None else parent.nodes.get(path.name)
+        child = self._entry(path)
         if child is None:
             raise NotFound(str(path))
         if isinstance(child, _MutDir) or child.kind != KIND_FILE:

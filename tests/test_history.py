@@ -234,13 +234,13 @@ def test_log_is_topological_over_merges_and_yields_each_commit_once(
 
 def test_log_streams_without_reading_the_whole_history(hist: MemoryStore) -> None:
     seen: list[str] = []
-    real = hist._operation
+    real = hist.read_operation
 
     def counting(oid: str) -> Any:
         seen.append(oid)
         return real(oid)
 
-    hist._operation = counting  # type: ignore[method-assign]
+    hist.read_operation = counting  # type: ignore[method-assign]
     first = next(iter(hist.log()))
     assert first.seq == 7
     assert len(seen) <= 2  # the head (and at most its parent), not all seven

@@ -197,3 +197,16 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
     with pytest.raises(gitmem.UsageError, match="secrets must be one of"):
         gitmem.GitMemoryTool(repo_path, key=key, secrets="maybe")  # type: ignore[arg-type]
     assert not repo_path.exists()
+
+
+def test_history_view_needs_no_tool_and_takes_either_path(store: gitmem.MemoryStore) -> None:
+    store.create("/memories/d/a.md", "one\n")
+    assert history.view(store, parse_path("/memories/d/a.md")) == history.view(
+        store, "/memories/d/a.md"
+    )
+    assert history.view(store, "/memories/d/").startswith("Here're the files and directories")
+    with pytest.raises(gitmem.NotFound) as missing:
+        history.view(store, "/memories/nope.md")
+    assert str(missing.value) == (
+        "The path /memories/nope.md does not exist. Please provide a valid path."
+    )

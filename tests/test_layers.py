@@ -1,0 +1,152 @@
+"""The package's layers hold: no module imports one of its own layer or above.
+
+``LAYERS`` is the one declaration of the order, lowest first; docs/design.md ("Code map") says
+the same in prose. Imports under ``TYPE_CHECKING`` and inside functions count too: a lower
+layer that needs something of a higher one gets a seam (a protocol, a callback) instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
+
+LAYERS: list[set[str]] = [
+    {"_version", "errors"},
+    {"fsutil", "paths", "textops", "secrets", "format", "crypto", "workers", "chunking"},
+    {"gitrepo", "keysource", "highwater"},
+    {"tree", "replica"},
+    {"render"},
+    {"limits"},
+    {"options", "view", "operation"},
+    {"expiry", "revisions"},
+    {"store"},
+    {"history"},
+    {"tool"},
+    {"scripted_api"},
+    {"demo"},
+    {"cli"},
+    {"__init__", "__main__"},
+]
+RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
+# The one module that may import each heavy dependency.
+ONLY_IMPORTER = {"pygit2": "gitrepo", "cryptography": "crypto"}
+
+
+def modules() -> list[tuple[tuple[str, ...], Path]]:
+    """Every module of the package as its dotted parts below ``gitmem`` and its file."""
+    found = []
+    for file in sorted(PACKAGE.rglob("*.py")):
+        parts = file.relative_to(PACKAGE).with_suffix("").parts
+        found.append((parts, file))
+    return found
+
+
+def top(parts: tuple[str, ...]) -> str:
+    """The top-level module (or subpackage) of the package that ``parts`` belongs to."""
+    return parts[0] if parts else "__init__"
+
+
+def is_module(parts: tuple[str, ...]) -> bool:
+    return (PACKAGE.joinpath(*parts).with_suffix(".py")).is_file() or (
+        PACKAGE.joinpath(*parts) / "__init__.py"
+    ).is_file()
+
+
+def imported(parts: tuple[str, ...], file: Path) -> list[tuple[tuple[str, ...], int, str]]:
+    """The package modules ``file`` imports (as parts below gitmem), with line numbers, and the
+    third-party top-level names it imports (as a string, with an empty tuple)."""
+    package = parts[:-1]  # what a relative import starts from, for modules and __init__ alike
+    out: list[tuple[tuple[str, ...], int, str]] = []
+    for node in ast.walk(ast.parse(file.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = base + tuple(node.module.split(".")) if node.module else base
+            elif node.module and node.module.split(".")[0] == "gitmem":
+                target = tuple(node.module.split(".")[1:])
+            else:
+                out.append(((), node.lineno, (node.module or "").split(".")[0]))
+                continue
+            names = [(*target, alias.name) for alias in node.names]
+            members = [n for n in names if is_module(n)]
+            out.extend((t, node.lineno, "") for t in (members or [target]))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                dotted = alias.name.split(".")
+                if dotted[0] == "gitmem":
+                    out.append((tuple(dotted[1:]), node.lineno, ""))
+                else:
+                    out.append(((), node.lineno, dotted[0]))
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted({top(parts) for parts, _ in modules()} - RANK.keys())
+    assert missing == [], f"add these modules to LAYERS (and docs/design.md): {missing}"
+
+
+MODULES = modules()
+
+
+@pytest.mark.parametrize(("parts", "file"), MODULES, ids=[".".join(p) for p, _ in MODULES])
+def test_no_module_imports_its_own_layer_or_above(parts: tuple[str, ...], file: Path) -> None:
+    here = top(parts)
+    problems = []
+    for target, line, external in imported(parts, file):
+        if external:
+            owner = ONLY_IMPORTER.get(external)
+            if owner is not None and owner != here:
+                problems.append(f"line {line}: {external} may only be imported by {owner}")
+            continue
+        there = top(target)
+        if there == here:
+            continue  # within one module or subpackage
+        if RANK[there] >= RANK[here]:
+            problems.append(
+                f"line {line}: {here} (layer {RANK[here]}) imports {there} (layer {RANK[there]})"
+            )
+    assert problems == []
+
+
+def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
+    bad = tmp_path / "paths.py"
+    bad.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .store import X\n"
+    )
+    found = [top(t) for t, _, ext in imported(("paths",), bad) if not ext]
+    assert found == ["store"] and RANK["store"] > RANK["paths"]
+
+
+# Reaching into another object's private attributes, allowed only here, each with its reason.
+PRIVATE_ACCESS_ALLOWED = {
+    ("gitrepo", "builder._packbuilder"),  # pygit2 exposes no public way to insert one object
+}
+
+
+@pytest.mark.parametrize(("parts", "file"), MODULES, ids=[".".join(p) for p, _ in MODULES])
+def test_no_module_uses_another_ones_private_names(parts: tuple[str, ...], file: Path) -> None:
+    here = top(parts)
+    if here in ("demo", "scripted_api"):
+        return  # the demo's stand-ins use their own classes' internals
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(file.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.level or node.module == "gitmem"):
+            problems.extend(
+                f"line {node.lineno}: imports {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and alias.name != "__version__"
+            )
+            continue
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__") or (
+            isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        ):
+            continue
+        if (here, ast.unparse(node)) not in PRIVATE_ACCESS_ALLOWED:
+            problems.append(f"line {node.lineno}: uses {ast.unparse(node)}")
+    assert problems == []
