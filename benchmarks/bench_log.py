@@ -34,6 +34,7 @@ from gitmem.gitrepo import (
     BRANCH,
     TREE_MODE,
     CommitInfo,
+    Durability,
     GitRepo,
     TreeEntry,
     parse_commit,
@@ -195,9 +196,12 @@ class PackingRepo(GitRepo):
     def ref(self, name: str) -> str | None:
         return self.branch if name == BRANCH else super().ref(name)
 
-    def update_ref(self, name: str, new: str, expected: str | None) -> None:
+    def update_ref(
+        self, name: str, new: str, expected: str | None, *, wait: bool = True
+    ) -> Durability:
         assert name == BRANCH and expected == self.branch
         self.branch = new
+        return None
 
     @contextlib.contextmanager
     def write_lock(self, timeout: float) -> Iterator[None]:

@@ -177,11 +177,15 @@ class GitRepo:
         return bool(self._git.odb.exists(oid))
 
     def write_tree(self, entries: list[TreeEntry]) -> str:
-        """Store a tree of ``entries`` and return its id."""
-        builder = self._git.TreeBuilder()
-        for entry in entries:
-            builder.insert(entry.name, pygit2.Oid(hex=entry.oid), entry.mode)
-        return str(builder.write())
+        """Store a tree of ``entries`` and return its id.
+
+        The tree is serialized here, in git's canonical form (what :func:`parse_tree` accepts),
+        and written as raw bytes: libgit2's tree builder checks each entry's object exists on
+        disk, a file-system lookup per entry that made writing the trees of a large directory
+        the slowest part of a write; every entry here names an object this writer has just
+        written or read from an authenticated tree.
+        """
+        return str(self._git.odb.write(int(ObjectType.TREE), tree_bytes(entries)))
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
@@ -256,30 +260,52 @@ class GitRepo:
 
     def create_ref(self, name: str, oid: str) -> None:
         """Create ``name`` at ``oid`` durably; :class:`ConflictError` if it already exists."""
-        if _BATCHED:
-            self._swap_ref(name, oid, None)
-            return
-        self.sync()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
-        try:
-            self._git.references.create(name, pygit2.Oid(hex=oid))
-        except (pygit2.AlreadyExistsError, ValueError) as exc:
-            raise ConflictError(f"the ref {name} already exists") from exc
-        self.sync()
+        self.wait_durable(self._publish(name, oid, None))
 
-    def update_ref(self, name: str, new: str, expected: str | None) -> None:
+    def update_ref(
+        self, name: str, new: str, expected: str | None, *, wait: bool = True
+    ) -> Durability:
         """Move ``name`` to ``new`` only if it still points at ``expected`` (compare-and-swap).
 
         ``expected=None`` means the ref must not exist yet. Raises :class:`ConflictError` when
-        the ref moved. Durable on return; everything written before it (the objects it points
-        at) reaches stable storage before the ref does.
+        the ref moved. Everything written before it (the objects it points at) reaches stable
+        storage before the ref does. Durable on return, unless ``wait`` is false: the caller
+        then passes the result to :meth:`wait_durable` before saying the write happened (after
+        letting go of the writer lock, so that writers queued behind it share one flush).
         """
+        ticket = self._publish(name, new, expected)
+        if name == BRANCH:
+            self._auto_maintain()
+        if wait:
+            self.wait_durable(ticket)
+        return ticket
+
+    def wait_durable(self, ticket: Durability) -> None:
+        """Return once the ref move that gave ``ticket`` is on stable storage."""
+        if ticket is not None:
+            _group_sync(self.path).sync(self.path, ticket, share=True)
+
+    def writer(self) -> contextlib.AbstractContextManager[None]:
+        """Announce, for the block, a writer on its way to moving a ref (see
+        :meth:`wait_durable`): writers of this process that are done wait a little for its
+        flush rather than making their own."""
+        if not _BATCHED:
+            return contextlib.nullcontext()
+        return _group_sync(self.path).writer()
+
+    def _publish(self, name: str, new: str, expected: str | None) -> Durability:
+        if _BATCHED:
+            return self._swap_ref(name, new, expected)
         if expected is None:
-            self.create_ref(name, new)
-        elif _BATCHED:
-            self._swap_ref(name, new, expected)
+            self.sync()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
+            try:
+                self._git.references.create(name, pygit2.Oid(hex=new))
+            except (pygit2.AlreadyExistsError, ValueError) as exc:
+                raise ConflictError(f"the ref {name} already exists") from exc
         else:
             self._set_ref(name, new, expected)
-        self._auto_maintain()
+        self.sync()
+        return None
 
     def _auto_maintain(self) -> None:
         # The write is durable already: a failure here (a full disk) must not fail it; the next
@@ -300,20 +326,21 @@ class GitRepo:
             ref.set_target(pygit2.Oid(hex=new))
         except pygit2.GitError as exc:
             raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
-        self.sync()
 
-    def _swap_ref(self, name: str, new: str, expected: str | None) -> None:
+    def _swap_ref(self, name: str, new: str, expected: str | None) -> Durability:
         """Move (or create) a loose ref in two flushes of the file system.
 
         git's ref protocol: ``<ref>.lock`` is created exclusively (any git process that moves
         the ref takes the same lock), the ref is checked under it, the new id written into it,
         and the lock renamed over the ref. The first flush makes the objects and the lock's
         content durable before the rename (so a crash never leaves a ref naming a missing object,
-        nor an empty ref); the second makes the rename durable.
+        nor an empty ref); the second, which the returned ticket waits for, makes the rename
+        durable.
         """
         path = self.path / name
-        lock = path.with_name(path.name + ".lock")
-        make_private_dirs(path.parent)
+        lock = self.path / (name + ".lock")
+        if not os.path.isdir(path.parent):
+            make_private_dirs(path.parent)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             fd = os.open(lock, flags, FILE_MODE)
@@ -336,7 +363,7 @@ class GitRepo:
             with contextlib.suppress(OSError):
                 lock.unlink()
             raise
-        self.sync()
+        return _group_sync(self.path).ticket()
 
     def sync(self) -> None:
         """Make everything written to the repository so far durable.
@@ -347,7 +374,8 @@ class GitRepo:
         which this fsyncs.
         """
         if _BATCHED:
-            syncfs(self.path)
+            group = _group_sync(self.path)
+            group.sync(self.path, group.ticket())
             return
         for relative in ("objects", "refs", "refs/heads", "refs/gitmem", ""):
             with contextlib.suppress(FileNotFoundError):
@@ -565,6 +593,87 @@ class GitRepo:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+Durability = int | None
+"""What :meth:`GitRepo.update_ref` returns: a ticket for :meth:`GitRepo.wait_durable`."""
+
+
+class _GroupSync:
+    """Group commit: threads that need the same file system flushed share one ``syncfs``.
+
+    A ticket is taken once the writes it must cover are issued; any ``syncfs`` that starts after
+    that covers them. A thread waiting for its ticket either starts a flush (covering every
+    ticket taken so far) or, when one is already running, waits for it and then, if that flush
+    started too early for its ticket, for the next one. A writer whose ref has moved waits a
+    little (``_SHARE_SECONDS`` at most) while other writers of this process are on their way:
+    the flush the next one makes before moving its own ref covers this one's too, so N writers
+    queued on the lock make N + 1 flushes instead of 2N.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._issued = 0
+        self._done = 0
+        self._running = False
+        self._writers = 0
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[None]:
+        """Announce a writer on its way to a flush for the duration of the block."""
+        with self._cond:
+            self._writers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writers -= 1
+                self._cond.notify_all()
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._issued += 1
+            return self._issued
+
+    def sync(self, path: Path, ticket: int, *, share: bool = False) -> None:
+        """Return once a ``syncfs`` of ``path``'s file system has covered ``ticket``."""
+        deadline = time.monotonic() + _SHARE_SECONDS
+        with self._cond:
+            while self._done < ticket:
+                if self._running:
+                    self._cond.wait()
+                    continue
+                left = deadline - time.monotonic()
+                if share and self._writers and left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._running = True
+                covers = self._issued
+                self._cond.release()
+                try:
+                    syncfs(path)
+                finally:
+                    self._cond.acquire()
+                    self._running = False
+                    self._cond.notify_all()
+                self._done = max(self._done, covers)
+
+
+# How long a writer whose ref has moved waits for another writer's flush to cover it.
+_SHARE_SECONDS = 0.02
+
+_GROUPS: dict[int, _GroupSync] = {}
+_GROUPS_LOCK = threading.Lock()
+
+
+def _group_sync(path: Path) -> _GroupSync:
+    """The group of the file system holding ``path`` (one per device, per process)."""
+    device = os.stat(path).st_dev
+    with _GROUPS_LOCK:
+        group = _GROUPS.get(device)
+        if group is None:
+            group = _GROUPS[device] = _GroupSync()
+        return group
+
+
 _GC_TMP_PREFIX = "gitmem-gc-"
 # Automatic maintenance (GitRepo.maintain): pack the loose objects once about this many have
 # accumulated (about 60 small writes; git's gc.auto is 6,700, but each loose object here is a
@@ -673,6 +782,21 @@ def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> Non
             failed = True
     if failed:
         raise IntegrityError(f"object {oid} is missing or unreadable; nothing was pruned")
+
+
+def tree_bytes(entries: list[TreeEntry]) -> bytes:
+    """The raw git tree of ``entries``: sorted as git sorts (a tree's name as if it ended in
+    ``/``), each entry ``MODE SP NAME NUL ID`` with the mode in octal without leading zeros. A
+    name given twice keeps its last entry, as libgit2's tree builder does."""
+
+    def order(entry: TreeEntry) -> bytes:
+        name = entry.name.encode("utf-8")
+        return name + b"/" if entry.mode == TREE_MODE else name
+
+    return b"".join(
+        b"%o %s\0%s" % (entry.mode, entry.name.encode("utf-8"), bytes.fromhex(entry.oid))
+        for entry in sorted({entry.name: entry for entry in entries}.values(), key=order)
+    )
 
 
 def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:

@@ -36,7 +36,7 @@ from .errors import (
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
-from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, GcReport, GitRepo
+from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
 from .highwater import HighWater, KnownStores, Mark
 from .keysource import resolve_key
 from .limits import LimitedEditor, StoreSizer
@@ -500,7 +500,7 @@ class MemoryStore:
         while the lock is held), ``edit`` runs again on the new head, so it must not keep
         state between runs. Returns the new operation (None for no change) and the result.
         """
-        with self.repo.write_lock(self.lock_timeout):
+        with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
                 editor = LimitedEditor(
@@ -511,13 +511,24 @@ class MemoryStore:
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
-                    op = self._commit(tree, head, command, outcome.paths, outcome.detail)
+                    op, durable = self._commit(tree, head, command, outcome.paths, outcome.detail)
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
                     continue
-                return op, outcome.result
-            raise ConflictError("the branch kept moving during the write; nothing was written")
+                break
+            else:
+                raise ConflictError("the branch kept moving during the write; nothing was written")
+        # The last flush outside the lock: writers that queued behind this one share it (group
+        # commit). The write is reported only once it is durable, and the mark only follows
+        # what is durable (design.md, "Writing", steps 7-8).
+        self.repo.wait_durable(durable)
+        if self.high_water is not None:
+            # The commit is already durable: failing now (a full disk under the state directory)
+            # would make the caller redo a write that happened. The next head read catches up.
+            with contextlib.suppress(OSError):
+                self.high_water.advance(Mark(op.commit, op.seq))
+        return op, outcome.result
 
     def _commit(
         self,
@@ -526,7 +537,8 @@ class MemoryStore:
         command: str,
         paths: Sequence[str],
         detail: Mapping[str, Any],
-    ) -> Operation:
+    ) -> tuple[Operation, Durability]:
+        """Write the commit and move the branch to it; durable once the ticket is waited for."""
         parents = () if head is None else (head.commit,)
         record = Record(
             seq=1 if head is None else head.seq + 1,
@@ -542,15 +554,11 @@ class MemoryStore:
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
         commit = self.repo.write_commit(tree, list(parents), message)
-        self.repo.update_ref(BRANCH, commit, None if head is None else head.commit)
+        expected = None if head is None else head.commit
+        durable = self.repo.update_ref(BRANCH, commit, expected, wait=False)
         op = Operation(commit, parents, tree, record)
         self._head = op
-        if self.high_water is not None:
-            # The commit is already durable: failing now (a full disk under the state directory)
-            # would make the caller redo a write that happened. The next head read catches up.
-            with contextlib.suppress(OSError):
-                self.high_water.advance(Mark(commit, op.seq))
-        return op
+        return op, durable
 
     def _upgrade_format(self) -> None:
         """Under the writer lock: make a format 1 store format 2 before its next commit.

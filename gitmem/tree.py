@@ -111,14 +111,23 @@ class TreeCodec:
         """Write a directory tree; ``sealed`` holds known entry names to reuse."""
         parent = str(path)
         entries = []
+        names = {}
         for name, node in nodes.items():
             raw = sealed.get(name)
             if raw is None or raw[:1] != node.kind:
                 raw = self.keys.seal_name(name, parent, node.kind)
             entries.append(TreeEntry(raw, node.oid, TREE_MODE))
+            names[name] = raw
         if path.is_root and self.meta_blob is not None:
             entries.append(TreeEntry(META_ENTRY, self.meta_blob, BLOB_MODE))
-        return self.repo.write_tree(entries)
+        oid = self.repo.write_tree(entries)
+        # The next write starts from this tree: remember what it holds, so that it is not read
+        # back and every name in it decrypted again (sealing is deterministic, and the id is the
+        # hash of exactly these entries, so this is what load_dir would find).
+        if len(self._dirs) >= _CACHE_LIMIT:
+            self._dirs.clear()
+        self._dirs[(oid, path)] = _Loaded(dict(nodes), names)
+        return oid
 
     def stamp_root(self, oid: str) -> str:
         """Root tree ``oid`` carrying this store's metadata blob (rewritten only if it lacks it).

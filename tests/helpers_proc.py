@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import GitMemoryTool, generate_key
-from gitmem.gitrepo import GitRepo
+from gitmem.gitrepo import Durability, GitRepo
 
 LOG = "/memories/log.md"
 SHARED = "/memories/shared.md"
@@ -126,11 +126,14 @@ def fault(repo: str, env: dict[str, str], ack_path: str, point: str, i: int) -> 
     tool = _open_tool(repo, env, f"fault-{point}")
     original = GitRepo.update_ref
 
-    def dying_update_ref(self: GitRepo, name: str, new: str, expected: str | None) -> None:
+    def dying_update_ref(
+        self: GitRepo, name: str, new: str, expected: str | None, *, wait: bool = True
+    ) -> Durability:
         if point == "after-ref":
-            original(self, name, new, expected)
+            original(self, name, new, expected)  # durable, before the process dies
         ack(f"{point} {new}")
         os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable: SIGKILL")
 
     GitRepo.update_ref = dying_update_ref  # type: ignore[method-assign]
     with _reporting(ack):

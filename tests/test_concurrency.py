@@ -237,3 +237,42 @@ def test_a_creator_that_loses_the_race_to_a_known_store_opens_it(
     loser.call({"command": "create", "path": "/memories/l.md", "file_text": "l\n"})
     assert loser.store.files() == {"/memories/l.md": "l\n", "/memories/w.md": "w\n"}
     assert [op.session for op in loser.store.log()] == ["loser", "winner"]
+
+
+def test_threads_writing_at_once_share_flushes(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import gitrepo
+
+    if not gitrepo._BATCHED:
+        pytest.skip("group commit needs syncfs (Linux)")
+    tool = gitmem.GitMemoryTool(repo_path, key=key, session="group")
+    tool.call({"command": "create", "path": "/memories/seed.md", "file_text": "seed\n"})
+    calls: list[float] = []
+    real = gitrepo.syncfs  # type: ignore[attr-defined]
+
+    def slow_syncfs(path: str | Path) -> None:
+        calls.append(time.monotonic())
+        time.sleep(0.01)  # a disk's flush: long enough for other writers to queue behind it
+        real(path)
+
+    monkeypatch.setattr(gitrepo, "syncfs", slow_syncfs)
+    threads, count = 6, 4
+
+    def writer(w: int) -> None:
+        for j in range(count):
+            path = f"/memories/t{w}/{j}.md"
+            assert tool.call({"command": "create", "path": path, "file_text": f"{w} {j}\n"})
+
+    workers = [threading.Thread(target=writer, args=(w,)) for w in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(_TIMEOUT)
+    writes = threads * count
+    # Alone, each write flushes twice (before and after its ref moves); writers queued behind
+    # one another share the flush after one ref moved with the flush before the next one's.
+    assert len(calls) < 2 * writes
+    files = MemoryStore.open(repo_path, key).files()
+    assert len(files) == writes + 1
+    assert tool.store.verify().ok

@@ -7,6 +7,7 @@ must be an IntegrityError, never a wrong answer or another exception.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import zlib
 from pathlib import Path
 
@@ -168,3 +169,13 @@ def test_packed_objects_read_the_same(repo: GitRepo) -> None:
     repo.gc(grace=0)
     assert not any((repo.path / "objects" / blob[:2]).glob("*"))
     assert (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit)) == before
+
+
+def test_a_store_flushes_after_another_on_its_file_system_was_deleted(tmp_path: Path) -> None:
+    # Flushes are shared per file system; each flushes through its own repository's path.
+    for name in ("first.git", "second.git"):
+        repo = GitRepo.init(tmp_path / name)
+        blob = repo.write_blob(b"x")
+        repo.create_ref("refs/gitmem/meta", blob)
+        assert repo.ref("refs/gitmem/meta") == blob
+        shutil.rmtree(tmp_path / name)

@@ -11,7 +11,7 @@ import pytest
 import gitmem
 from gitmem import history, parse_path
 from gitmem.errors import ConflictError, InvalidPath
-from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.gitrepo import BRANCH, Durability, GitRepo
 from gitmem.store import Change, NoChange, Operation
 from gitmem.tree import TreeEditor
 
@@ -69,14 +69,18 @@ def intrude_once(store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch) -> 
     real = GitRepo.update_ref
     moved: list[str] = []
 
-    def update_ref(self: GitRepo, name: str, new: str, expected: str | None) -> None:
+    def update_ref(
+        self: GitRepo, name: str, new: str, expected: str | None, *, wait: bool = True
+    ) -> Durability:
         if name == BRANCH and not moved:
             moved.append("")  # the intruder's own ref update below passes straight through
             head = other.head_operation()
             editor = TreeEditor(other.codec, None if head is None else head.tree)
             editor.put_file(parse_path("/memories/intruder.md"), b"in\n")
-            moved[0] = other._commit(editor.write(), head, "create", [], {}).commit
-        real(self, name, new, expected)
+            op, durable = other._commit(editor.write(), head, "create", [], {})
+            other.repo.wait_durable(durable)
+            moved[0] = op.commit
+        return real(self, name, new, expected, wait=wait)
 
     monkeypatch.setattr(GitRepo, "update_ref", update_ref)
     return moved
@@ -142,7 +146,9 @@ def test_a_branch_that_never_stops_moving_is_a_conflict(
 ) -> None:
     store.create("/memories/a.md", "a\n")
 
-    def always_moved(self: GitRepo, name: str, new: str, expected: str | None) -> None:
+    def always_moved(
+        self: GitRepo, name: str, new: str, expected: str | None, *, wait: bool = True
+    ) -> Durability:
         raise ConflictError("moved")
 
     monkeypatch.setattr(GitRepo, "update_ref", always_moved)
