@@ -67,10 +67,9 @@ def create(path: str, text: str = "x\n") -> dict[str, Any]:
 def test_the_table_has_one_row_per_difference() -> None:
     numbers = [int(n) for n in re.findall(r"^\| (\d+) \|", DOC, flags=re.MULTILINE)]
     assert numbers == list(range(1, 18))
+    # The line numbers cited are 2.12.0's (the oldest release pyproject.toml allows); a newer
+    # SDK that behaves differently fails the row tests below, not a version check.
     assert "anthropic 2.12.0" in DOC
-    import importlib.metadata
-
-    assert importlib.metadata.version("anthropic") == "2.12.0", "re-check docs/compatibility.md"
 
 
 def test_row_1_errors_carry_the_specification_prefix(both: Both) -> None:
