@@ -40,6 +40,7 @@ from anthropic.lib.tools import BetaAbstractMemoryTool
 from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
 
 import gitmem
+from gitmem.fsutil import fsync_dir
 
 COMMANDS = ("view file", "view dir", "create", "str_replace", "insert", "rename", "delete")
 WRITES = ("create", "str_replace", "insert", "rename", "delete")
@@ -57,7 +58,7 @@ class DurableReference(BetaLocalFilesystemMemoryTool):
         for directories in touched:
             for directory in directories:
                 if directory.is_dir():
-                    _fsync_dir(directory)
+                    fsync_dir(directory)
         return result
 
     def _dirs_to_flush(self, path: str) -> list[Path]:
@@ -69,14 +70,6 @@ class DurableReference(BetaLocalFilesystemMemoryTool):
             current = current.parent
             out.append(current)
         return out
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def note(i: int) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import anthropic
 
 import gitmem
-from gitmem.scripted_api import Script, ScriptedAPI, memory_call, text
+from gitmem.demo.scripted_api import Script, ScriptedAPI, memory_call, text
 
 PROMPT = "Check your memory for my preferences, then remember that I prefer tea to coffee."
 

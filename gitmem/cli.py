@@ -1104,7 +1104,7 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
     for the Messages API on 127.0.0.1, not from Claude; the SDK's real tool runner drives the
     real GitMemoryTool either way.
     """
-    from .demo import run_store_demo
+    from .demo.progress_log import run_store_demo
 
     use_real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not offline
     if store_path is not None and store_path.exists() and any(store_path.iterdir()):

@@ -50,22 +50,22 @@ def make_private_dirs(path: _PathLike) -> Path:
     return target
 
 
-def fsync_file(path: _PathLike) -> None:
-    """fsync the file at ``path``."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+def _fsync(path: _PathLike, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_file(path: _PathLike) -> None:
+    """fsync the file at ``path``."""
+    _fsync(path, 0)
 
 
 def fsync_dir(path: _PathLike) -> None:
     """fsync the directory at ``path``, making the names created or renamed in it durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, os.O_DIRECTORY)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import anthropic
 
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.demo.scripted_api import STAND_IN_MODEL, ScriptedAPI
 
 
 def run_sync(

@@ -18,7 +18,7 @@ from test_history import built_once
 
 from gitmem import GitMemoryTool, MemoryStore, generate_key
 from gitmem.cli import main
-from gitmem.demo import ToolCall, _describe
+from gitmem.demo.progress_log import ToolCall, _describe
 from gitmem.errors import KeyMissing, NoStore
 from gitmem.keysource import user_key_path
 

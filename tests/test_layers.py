@@ -8,11 +8,13 @@ layer that needs something of a higher one gets a seam (a protocol, a callback) 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 LAYERS: list[set[str]] = [
     {"_version", "errors"},
@@ -26,7 +28,6 @@ LAYERS: list[set[str]] = [
     {"store"},
     {"history"},
     {"tool"},
-    {"scripted_api"},
     {"demo"},
     {"cli"},
     {"__init__", "__main__"},
@@ -130,7 +131,7 @@ PRIVATE_ACCESS_ALLOWED = {
 @pytest.mark.parametrize(("parts", "file"), MODULES, ids=[".".join(p) for p, _ in MODULES])
 def test_no_module_uses_another_ones_private_names(parts: tuple[str, ...], file: Path) -> None:
     here = top(parts)
-    if here in ("demo", "scripted_api"):
+    if here == "demo":
         return  # the demo's stand-ins use their own classes' internals
     problems: list[str] = []
     for node in ast.walk(ast.parse(file.read_text("utf-8"))):
@@ -150,3 +151,23 @@ def test_no_module_uses_another_ones_private_names(parts: tuple[str, ...], file:
         if (here, ast.unparse(node)) not in PRIVATE_ACCESS_ALLOWED:
             problems.append(f"line {node.lineno}: uses {ast.unparse(node)}")
     assert problems == []
+
+
+def test_the_code_map_names_every_module_in_layer_order() -> None:
+    text = DESIGN.read_text("utf-8")
+    code_map = text[text.index("\n## Code map\n") :]
+    items = re.findall(r"^\d+\. (.*?)(?=^\d+\. |\Z)", code_map, flags=re.M | re.S)
+    assert len(items) == len(LAYERS)
+    for item, layer in zip(items, LAYERS, strict=True):
+        named = set(re.findall(r"`([a-z_]+)`", item))
+        assert layer <= named, f"the code map's item for {sorted(layer)} misses {layer - named}"
+
+
+def test_the_design_contents_list_every_section() -> None:
+    text = DESIGN.read_text("utf-8")
+    contents = text[text.index("## Contents\n") : text.index("\n## ", text.index("## Contents"))]
+    listed = re.findall(r"^\d+\. \[(.*?)\]\(#(.*?)\)", contents, flags=re.M)
+    sections = [h for h in re.findall(r"^## (.*)$", text, flags=re.M) if h != "Contents"]
+    assert [title for title, _ in listed] == sections
+    for title, anchor in listed:
+        assert anchor == re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")

@@ -56,7 +56,7 @@ def test_every_cli_example_in_the_readme_runs(
 
 
 def demo_store(repo: Path) -> None:
-    from gitmem.demo import run_store_demo
+    from gitmem.demo.progress_log import run_store_demo
 
     store = gitmem.MemoryStore.open(repo)
     key_file = next((Path.home() / ".config" / "gitmem" / "keys").glob(f"{store.store_id}.key"))

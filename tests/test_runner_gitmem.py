@@ -13,7 +13,7 @@ from helpers_runner import run_async, run_sync
 
 import gitmem
 from gitmem.cli import main
-from gitmem.scripted_api import Script, ScriptedAPI, memory_call, text
+from gitmem.demo.scripted_api import Script, ScriptedAPI, memory_call, text
 
 PROMPT = "Keep a progress log."
 

@@ -20,7 +20,7 @@ from anthropic.lib.tools._beta_builtin_memory_tool import (
     BetaLocalFilesystemMemoryTool,
 )
 
-from gitmem.demo import (
+from gitmem.demo.progress_log import (
     SESSIONS,
     WORKER_PROMPT,
     ProgressLogModel,
@@ -29,7 +29,7 @@ from gitmem.demo import (
     run_session,
     run_sessions,
 )
-from gitmem.scripted_api import (
+from gitmem.demo.scripted_api import (
     STAND_IN_MODEL,
     THREADS_BETA,
     Conversation,

@@ -10,7 +10,7 @@ that is given the session's label, which gitmem records on every commit):
    the scratch note (the first archives it with `rename`, the second `delete`s the archived copy).
 
 By default the replies come from `ProgressLogModel`, a scripted model behind a local stand-in for
-the Messages API (`gitmem.scripted_api`), not from Claude; with `use_real_api=True` the same
+the Messages API (`gitmem.demo.scripted_api`), not from Claude; with `use_real_api=True` the same
 prompts go to Claude through `anthropic.Anthropic()`.
 
 Run it with `gitmem demo` (it uses Claude when `ANTHROPIC_API_KEY` is set).
@@ -29,7 +29,8 @@ from anthropic.lib.tools import BetaAbstractMemoryTool
 from anthropic.types.beta import BetaMessageParam
 
 from gitmem.render import plural
-from gitmem.scripted_api import (
+
+from .scripted_api import (
     STAND_IN_MODEL,
     Conversation,
     JSONDict,
