@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from gitmem import MemoryStore, generate_key, parse_path
+from gitmem.format import MAX_BLOB_BYTES
 from gitmem.gitrepo import (
     BRANCH,
     TREE_MODE,
@@ -166,9 +167,9 @@ class PackingRepo(GitRepo):
     def write_blob(self, data: bytes) -> str:
         return self._put("blob", data)
 
-    def read_blob(self, oid: str) -> bytes:
+    def read_blob(self, oid: str, limit: int = MAX_BLOB_BYTES) -> bytes:
         data = self._get(oid, "blob")
-        return super().read_blob(oid) if data is None else data
+        return super().read_blob(oid, limit) if data is None else data
 
     def has(self, oid: str) -> bool:
         return oid in self.pending or super().has(oid)

@@ -119,6 +119,12 @@ class FormatVersionError(GitMemError):
     exit_code = 8
 
 
+class FormatLimitExceeded(GitMemError):
+    """A write would make a git object larger than the repository format allows."""
+
+    exit_code = 1
+
+
 class ConflictError(GitMemError):
     """The branch moved under a writer in a way it cannot reconcile."""
 

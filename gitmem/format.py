@@ -36,6 +36,19 @@ COMPRESS_ZLIB = 1
 
 _RECORD_AD = b"gitmem/record/v1"
 
+# The largest object of each kind a v1 store holds (docs/design.md, "Sizes"). Writers never
+# exceed them, and readers check an object's declared size against them before inflating it,
+# so a small planted object that inflates to gigabytes (a decompression bomb) costs nothing.
+MIB = 1024 * 1024
+MAX_META_BYTES = 64 * 1024
+MAX_HEADER_BLOB_BYTES = 1024
+# A chunk blob is its plaintext (method byte + payload, never longer than the chunk) plus the
+# 17-byte envelope, so it is at most the file's size + 18 bytes.
+CHUNK_BLOB_OVERHEAD = 18
+MAX_BLOB_BYTES = 64 * MIB
+MAX_TREE_BYTES = 16 * MIB
+MAX_COMMIT_BYTES = 16 * MIB
+
 
 def chunk_entry(index: int) -> str:
     """The tree entry name of a file's ``index``-th chunk (sorts in chunk order)."""

@@ -13,12 +13,13 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -26,7 +27,15 @@ from typing import NamedTuple
 import pygit2
 from pygit2.enums import FileMode, ObjectType, SortMode
 
-from .errors import ConflictError, GitMemError, IntegrityError, LockTimeout, NoStore
+from .errors import (
+    ConflictError,
+    FormatLimitExceeded,
+    GitMemError,
+    IntegrityError,
+    LockTimeout,
+    NoStore,
+)
+from .format import MAX_BLOB_BYTES, MAX_COMMIT_BYTES, MAX_TREE_BYTES
 from .fsutil import (
     DIR_MODE,
     FILE_MODE,
@@ -68,6 +77,13 @@ _HEX = frozenset(b"0123456789abcdef")
 # libgit2's check) to stand in for a SHA-1 second preimage and reach the checks behind it.
 _CHECK_LOOSE_HASHES = True
 _OCTAL = frozenset(b"01234567")
+# What an object reachable from some ref may be, for a reader that does not know its type.
+_ANY_KIND = {
+    b"commit": MAX_COMMIT_BYTES,
+    b"tree": MAX_TREE_BYTES,
+    b"blob": MAX_BLOB_BYTES,
+    b"tag": MAX_COMMIT_BYTES,
+}
 
 
 class TreeEntry(NamedTuple):
@@ -138,38 +154,43 @@ class GitRepo:
 
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob and return its id."""
+        _check_size("blob", len(data), MAX_BLOB_BYTES)
         return str(self._git.create_blob(data))
 
-    def read_blob(self, oid: str) -> bytes:
-        """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt or not a blob."""
-        return self._read(oid, b"blob")
+    def read_blob(self, oid: str, limit: int = MAX_BLOB_BYTES) -> bytes:
+        """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt, not a blob,
+        or declared longer than ``limit`` bytes (then nothing of it is inflated)."""
+        return self._read(oid, b"blob", limit)
 
-    def _read(self, oid: str, kind: bytes) -> bytes:
-        """The payload of object ``oid``, which must be of ``kind``."""
-        found, data = self._read_any(oid)
-        if found != kind:
-            raise IntegrityError(f"object {oid} should be a {kind.decode()}")
-        return data
+    def _read(self, oid: str, kind: bytes, limit: int) -> bytes:
+        """The payload of object ``oid``, which must be of ``kind`` and at most ``limit`` bytes."""
+        return self._read_any(oid, {kind: limit})[1]
 
-    def _read_any(self, oid: str) -> tuple[bytes, bytes]:
+    def _read_any(self, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes]:
         """``(type, payload)`` of object ``oid``, its hash checked.
 
-        Every object gitmem reads comes through here. A loose object is read, inflated and
-        hash-checked in Python, never by libgit2 (up to 1.9 it loops forever inflating a
-        truncated loose object: libgit2 issue #7342); a packed one is read by libgit2, which
-        checks its hash (strict hash verification is on).
+        Every object gitmem reads comes through here. ``limits`` maps each acceptable type to
+        the largest payload it may have: an object of another type, or declaring a larger size,
+        is refused from its header, before it is inflated, so a planted decompression bomb
+        costs nothing. A loose object is read, inflated and hash-checked in Python, never by
+        libgit2 (up to 1.9 it loops forever inflating a truncated loose object: libgit2 issue
+        #7342); a packed one is read by libgit2, which checks its hash (strict hash
+        verification is on), once its header has passed.
         """
-        loose = _read_loose(self._objects, oid)
+        loose = _read_loose(self._objects, oid, limits)
         if loose is not None:
-            found, data = loose
-        else:
-            try:
-                otype, data = self._git.odb.read(oid)
-            except KeyError:
-                raise IntegrityError(f"object {oid} is missing from the repository") from None
-            except (ValueError, pygit2.GitError) as exc:
-                raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+            return loose
+        try:
+            otype, size = self._git.odb.read_header(oid)
             found = _TYPE_NAMES.get(otype, b"")
+            _check_declared(oid, found, size, limits)
+            otype, data = self._git.odb.read(oid)
+        except KeyError:
+            raise IntegrityError(f"object {oid} is missing from the repository") from None
+        except (ValueError, pygit2.GitError) as exc:
+            raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
+        if _TYPE_NAMES.get(otype, b"") != found or len(data) != size:
+            raise IntegrityError(f"object {oid} is corrupt: it differs from its header")
         return found, data
 
     def has(self, oid: str) -> bool:
@@ -185,11 +206,13 @@ class GitRepo:
         the slowest part of a write; every entry here names an object this writer has just
         written or read from an authenticated tree.
         """
-        return str(self._git.odb.write(int(ObjectType.TREE), tree_bytes(entries)))
+        data = tree_bytes(entries)
+        _check_size("tree (a directory with this many entries)", len(data), MAX_TREE_BYTES)
+        return str(self._git.odb.write(int(ObjectType.TREE), data))
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
-        return parse_tree(self._read(oid, b"tree"), oid)
+        return parse_tree(self._read(oid, b"tree", MAX_TREE_BYTES), oid)
 
     def empty_tree(self) -> str:
         """The id of the empty tree (written, so it exists in this repository)."""
@@ -197,6 +220,8 @@ class GitRepo:
 
     def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
         """Store a commit with the neutral identity and time, moving no ref."""
+        # tree, parent, author and committer lines take 48 + 48 per parent + 2 * 40 bytes.
+        _check_size("commit", len(message) + 128 + 48 * len(parents), MAX_COMMIT_BYTES)
         oid = self._git.create_commit(
             None,
             _SIGNATURE,
@@ -213,7 +238,7 @@ class GitRepo:
 
     def read_commit(self, oid: str) -> CommitInfo:
         """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
-        return parse_commit(self._read(oid, b"commit"), oid)
+        return parse_commit(self._read(oid, b"commit", MAX_COMMIT_BYTES), oid)
 
     def walk(self, head: str) -> Iterator[str]:
         """Commit ids reachable from ``head``, newest first (topological, then time)."""
@@ -222,14 +247,18 @@ class GitRepo:
             yield str(commit.id)
 
     def resolve_prefix(self, prefix: str) -> str:
-        """The full id of the unique object whose id starts with ``prefix``."""
+        """The full id of the unique object whose id starts with hex ``prefix``.
+
+        Only the object database is searched, never a ref: a ref named like an abbreviated id
+        (``refs/tags/1a2b3c4d5e``) must not redirect a revision. Raises ``KeyError`` when no
+        object matches and ``ValueError`` when several do.
+        """
         try:
-            obj = self._git.revparse_single(prefix)
+            return str(self._git.expand_id(prefix))
         except pygit2.AmbiguousError:
             raise ValueError(f"the revision {prefix} is ambiguous") from None
-        except (KeyError, pygit2.GitError, pygit2.InvalidSpecError):
+        except (KeyError, ValueError, pygit2.GitError):
             raise KeyError(prefix) from None
-        return str(obj.id)
 
     def all_object_ids(self) -> Iterator[str]:
         """Every object id in the object database, reachable or not."""
@@ -449,7 +478,7 @@ class GitRepo:
                 continue
             seen[oid] = hint
             # Every object is read whole, blobs too: what is packed must be intact.
-            kind, data = self._read_any(oid)
+            kind, data = self._read_any(oid, _ANY_KIND)
             if kind == b"commit":
                 commit = parse_commit(data, oid)
                 stack.append((commit.tree, ""))
@@ -870,46 +899,106 @@ def _hex_id(value: bytes, oid: str) -> str:
     return value.decode()
 
 
-def _read_loose(objects: str, oid: str) -> tuple[bytes, bytes] | None:
-    """``(type, payload)`` of loose object ``oid``, hash-verified; None when it is not loose."""
+def _check_size(what: str, size: int, limit: int) -> None:
+    if size > limit:
+        raise FormatLimitExceeded(
+            f"refused to write a {what} of {size:,} bytes: the repository format allows at "
+            f"most {limit:,}. Nothing was written."
+        )
+
+
+def _check_declared(oid: str, kind: bytes, size: int, limits: Mapping[bytes, int]) -> None:
+    """Refuse an object, from its header alone, whose type or size ``limits`` does not allow."""
+    limit = limits.get(kind)
+    if limit is None:
+        wanted = " or ".join(k.decode() for k in limits)
+        raise IntegrityError(f"object {oid} should be a {wanted}")
+    if size > limit:
+        raise IntegrityError(
+            f"object {oid} is corrupt: it declares {size:,} bytes, more than a gitmem "
+            f"{kind.decode()} may have ({limit:,})"
+        )
+
+
+def _deflate_bound(size: int) -> int:
+    """The longest zlib stream of ``size`` bytes (zlib's ``compressBound``, any level)."""
+    return size + (size >> 12) + (size >> 14) + (size >> 25) + 13
+
+
+# An object header is "<type> <decimal size>\0": "commit 67108864\0" is 16 bytes.
+_HEADER_MAX = 32
+
+
+def _read_loose(objects: str, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes] | None:
+    """``(type, payload)`` of loose object ``oid``, hash-verified; None when it is not loose.
+
+    Inflates only the header first; the rest only if its type and size are allowed, and never
+    more than the size it declares.
+    """
+    largest = max(limits.values())
     try:
-        data = _read_file(f"{objects}/{oid[:2]}/{oid[2:]}")
+        data = read_regular_file(f"{objects}/{oid[:2]}/{oid[2:]}", _deflate_bound(largest + 32))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise IntegrityError(f"object {oid} cannot be read: {type(exc).__name__}") from None
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            wanted = " or ".join(k.decode() for k in limits)
+            raise IntegrityError(
+                f"object {oid} is corrupt: its loose file is longer than a gitmem {wanted} may be"
+            ) from None
+        raise IntegrityError(f"object {oid} cannot be read: {exc.strerror or exc}") from None
     inflater = zlib.decompressobj()
     try:
-        raw = inflater.decompress(data)
+        raw = inflater.decompress(data, _HEADER_MAX)
+        nul = raw.find(b"\0")
+        kind, _, size_text = raw[: max(nul, 0)].partition(b" ")
+        if nul < 0 or not size_text.isdigit() or len(size_text) > 20:
+            raise IntegrityError(f"object {oid} is corrupt: its header is malformed")
+        size = int(size_text)
+        _check_declared(oid, kind, size, limits)
+        total = nul + 1 + size
+        if len(raw) <= total:
+            # One byte more than declared: a longer object shows itself without inflating it.
+            raw += inflater.decompress(inflater.unconsumed_tail, total + 1 - len(raw))
+        if len(raw) == total and not inflater.eof:
+            raw += inflater.decompress(inflater.unconsumed_tail, 1)  # reaches the checksum
     except zlib.error:
         raise IntegrityError(f"object {oid} is corrupt: it does not inflate") from None
+    if len(raw) != total:
+        raise IntegrityError(f"object {oid} is corrupt: its header is malformed")
     if not inflater.eof:
         raise IntegrityError(f"object {oid} is corrupt: its loose file is truncated")
-    header, sep, payload = raw.partition(b"\0")
-    kind, _, size = header.partition(b" ")
-    if not sep or not size.isdigit() or int(size) != len(payload):
-        raise IntegrityError(f"object {oid} is corrupt: its header is malformed")
     if _CHECK_LOOSE_HASHES and hashlib.sha1(raw).hexdigest() != oid:
         raise IntegrityError(f"object {oid} is corrupt: its content does not match its id")
-    return kind, payload
+    return kind, raw[nul + 1 :]
 
 
-def _read_file(path: str) -> bytes:
-    """The whole content of the file at ``path``, in four system calls.
+def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The whole content of the regular file at ``path``, in four system calls.
 
-    On a hot path (a large memory file is a few dozen chunk objects) ``open().read()`` costs
-    more than the read itself: a buffered reader, and three more system calls (fstat, lseek, a
-    read at the end of the file).
+    Never blocks and never reads without bound: a FIFO, device or directory in its place (a
+    local trick that would hang a plain ``open``) raises ``OSError(EINVAL)`` without a read,
+    and a file longer than ``max_bytes`` raises ``OSError(EFBIG)``. On a hot path (a large
+    memory file is a few dozen chunk objects) ``open().read()`` costs more than the read
+    itself: a buffered reader, and three more system calls (fstat, lseek, a read at the end).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
+        if size > max_bytes:
+            raise OSError(errno.EFBIG, f"longer than {max_bytes:,} bytes", str(path))
         data = os.read(fd, size)
         if len(data) < size:  # a short read (not seen on regular files): finish the file
             parts = [data]
             while part := os.read(fd, size):
                 parts.append(part)
             data = b"".join(parts)
+        if len(data) > max_bytes:  # it grew since the fstat
+            raise OSError(errno.EFBIG, f"longer than {max_bytes:,} bytes", str(path))
         return data
     finally:
         os.close(fd)

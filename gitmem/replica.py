@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import IntegrityError
-from .format import META_ENTRY, StoreMeta
+from .format import MAX_META_BYTES, META_ENTRY, StoreMeta
 from .gitrepo import BLOB_MODE, BRANCH, META_REF, GitRepo
 
 
@@ -43,11 +43,13 @@ def find_meta(repo: GitRepo, branch: str = BRANCH, meta_ref: str = META_REF) -> 
     """
     ref_blob = repo.ref(meta_ref)
     if ref_blob is not None:
-        return FoundMeta(StoreMeta.from_bytes(repo.read_blob(ref_blob)), ref_blob, False)
+        return FoundMeta(
+            StoreMeta.from_bytes(repo.read_blob(ref_blob, MAX_META_BYTES)), ref_blob, False
+        )
     head = repo.ref(branch)
     if head is None:
         return None
     blob = meta_in_tree(repo, repo.read_commit(head).tree)
     if blob is None:
         return None
-    return FoundMeta(StoreMeta.from_bytes(repo.read_blob(blob)), blob, True)
+    return FoundMeta(StoreMeta.from_bytes(repo.read_blob(blob, MAX_META_BYTES)), blob, True)

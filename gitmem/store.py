@@ -437,14 +437,27 @@ class MemoryStore:
         return commit
 
     def _resolve_id(self, prefix: str, rev: str, head: str) -> str:
-        if not (4 <= len(prefix) <= 40) or any(c not in "0123456789abcdef" for c in prefix.lower()):
+        """The commit of the branch's authenticated history whose id starts with ``prefix``.
+
+        Refs are never consulted (a planted ``refs/tags/<prefix>`` must not redirect it): the
+        object database names the candidate, which must then be an authentic commit that the
+        head descends from. When the prefix is ambiguous in the object database (objects
+        anyone can plant), the history itself is searched.
+        """
+        prefix = prefix.lower()
+        if not (4 <= len(prefix) <= 40) or any(c not in "0123456789abcdef" for c in prefix):
             raise UsageError(f"unknown revision {rev!r}")
         try:
-            commit = self.repo.resolve_prefix(prefix.lower())
+            commit = self.repo.resolve_prefix(prefix)
         except KeyError:
             raise UsageError(f"unknown revision {rev!r}") from None
         except ValueError:
-            raise UsageError(f"ambiguous revision {rev!r}: give more digits") from None
+            matches = [op.commit for op in self.log() if op.commit.startswith(prefix)][:2]
+            if not matches:
+                raise UsageError(f"unknown revision {rev!r}") from None
+            if len(matches) > 1:
+                raise UsageError(f"ambiguous revision {rev!r}: give more digits") from None
+            return matches[0]
         if commit != head:
             try:
                 target = self.read_operation(commit)

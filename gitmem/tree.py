@@ -17,11 +17,14 @@ from . import chunking, paths, workers
 from .crypto import StoreKeys
 from .errors import IntegrityError, InvalidPath, NotAFile, NotFound, PathExists
 from .format import (
+    CHUNK_BLOB_OVERHEAD,
     COMPRESS_NONE,
     COMPRESS_ZLIB,
     HEADER_ENTRY,
     KIND_DIR,
     KIND_FILE,
+    MAX_BLOB_BYTES,
+    MAX_HEADER_BLOB_BYTES,
     META_ENTRY,
     ROLE_CHUNK,
     ROLE_HEADER,
@@ -216,7 +219,8 @@ class TreeCodec:
             raise IntegrityError(f"file tree {oid} is malformed")
         header, chunks = entries[-1], entries[:-1]
         try:
-            plain = self.keys.open_blob(self.repo.read_blob(header.oid), ROLE_HEADER)
+            sealed = self.repo.read_blob(header.oid, MAX_HEADER_BLOB_BYTES)
+            plain = self.keys.open_blob(sealed, ROLE_HEADER)
         except IntegrityError:
             raise IntegrityError(
                 f"the header {header.oid} of file tree {oid} failed authentication"
@@ -242,7 +246,10 @@ class TreeCodec:
         # Authenticate every chunk first, then inflate them: inflating (most of a large file's
         # read) runs outside the GIL, so a large file's chunks inflate on several threads
         # without the threads contending for the GIL (see gitmem.workers).
-        bodies = [(e.oid, self._open_chunk(e.oid)) for e in chunks]
+        # No chunk is longer than the whole file (plus its envelope): the bound on what a
+        # damaged or planted chunk object may inflate to.
+        limit = min(size + CHUNK_BLOB_OVERHEAD, MAX_BLOB_BYTES)
+        bodies = [(e.oid, self._open_chunk(e.oid, limit)) for e in chunks]
         parts = workers.map_ordered(_inflate, bodies, parallel=size >= _PARALLEL_BYTES)
         data = b"".join(parts)
         if len(data) != size:
@@ -250,9 +257,9 @@ class TreeCodec:
         self.chunker.remember(data, list(accumulate(map(len, parts))), [e.oid for e in chunks])
         return data
 
-    def _open_chunk(self, oid: str) -> bytes:
+    def _open_chunk(self, oid: str, limit: int) -> bytes:
         try:
-            return self.keys.open_blob(self.repo.read_blob(oid), ROLE_CHUNK)
+            return self.keys.open_blob(self.repo.read_blob(oid, limit), ROLE_CHUNK)
         except IntegrityError:
             raise IntegrityError(f"chunk {oid} failed authentication") from None
 

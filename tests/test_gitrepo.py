@@ -7,6 +7,7 @@ must be an IntegrityError, never a wrong answer or another exception.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import zlib
 from pathlib import Path
@@ -14,7 +15,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitmem.errors import IntegrityError
+from gitmem import gitrepo
+from gitmem.errors import FormatLimitExceeded, IntegrityError
 from gitmem.gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_commit, parse_tree
 
 ID_A = "a" * 40
@@ -179,3 +181,48 @@ def test_a_store_flushes_after_another_on_its_file_system_was_deleted(tmp_path: 
         repo.create_ref("refs/gitmem/meta", blob)
         assert repo.ref("refs/gitmem/meta") == blob
         shutil.rmtree(tmp_path / name)
+
+
+# -- sizes: what the format allows each kind (docs/design.md, "Sizes") ----------------------------
+
+
+def test_writes_larger_than_the_format_allows_are_refused(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blob = repo.write_blob(b"x")
+    monkeypatch.setattr(gitrepo, "MAX_TREE_BYTES", 100)
+    monkeypatch.setattr(gitrepo, "MAX_COMMIT_BYTES", 300)
+    monkeypatch.setattr(gitrepo, "MAX_BLOB_BYTES", 10)
+    with pytest.raises(FormatLimitExceeded, match="refused to write a tree"):
+        repo.write_tree([TreeEntry(f"name{i}", blob, BLOB_MODE) for i in range(4)])
+    with pytest.raises(FormatLimitExceeded, match="refused to write a commit"):
+        repo.write_commit(repo.empty_tree(), [], b"m" * 200)
+    with pytest.raises(FormatLimitExceeded, match="refused to write a blob"):
+        repo.write_blob(b"x" * 11)
+
+
+def test_an_object_inflating_past_its_declared_size_is_refused(repo: GitRepo) -> None:
+    payload = b"twelve bytes"
+    raw = b"blob 5\0" + payload
+    oid = hashlib.sha1(raw).hexdigest()
+    target = repo.path / "objects" / oid[:2] / oid[2:]
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(zlib.compress(raw))
+    with pytest.raises(IntegrityError, match="header is malformed"):
+        repo.read_blob(oid)
+
+
+def test_a_blob_over_the_callers_bound_is_refused_before_inflating(repo: GitRepo) -> None:
+    oid = repo.write_blob(b"y" * 5000)
+    with pytest.raises(IntegrityError, match="declares 5,000 bytes, more than a gitmem blob"):
+        repo.read_blob(oid, 4999)
+    assert repo.read_blob(oid, 5000) == b"y" * 5000
+
+
+def test_a_fifo_in_place_of_a_loose_object_is_an_error_not_a_hang(repo: GitRepo) -> None:
+    oid = repo.write_blob(b"z")
+    path = repo.path / "objects" / oid[:2] / oid[2:]
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(IntegrityError, match="cannot be read: not a regular file"):
+        repo.read_blob(oid)

@@ -10,6 +10,7 @@ import stat
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -200,6 +201,13 @@ def test_an_ambiguous_prefix_is_a_clear_error(
         raise ValueError(prefix)
 
     monkeypatch.setattr(hist.repo, "resolve_prefix", ambiguous)
+    # Ambiguous among the objects: the history decides, and here it has none starting so...
+    with pytest.raises(UsageError) as info:
+        hist.resolve("abcd")
+    assert str(info.value) == "unknown revision 'abcd'"
+    # ...or two.
+    twins = [SimpleNamespace(commit="abcd" + "0" * 36), SimpleNamespace(commit="abcd" + "1" * 36)]
+    monkeypatch.setattr(hist, "log", lambda rev=None: iter(twins))
     with pytest.raises(UsageError) as info:
         hist.resolve("abcd")
     assert str(info.value) == "ambiguous revision 'abcd': give more digits"

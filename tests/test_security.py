@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import socket
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
+from helpers_bomb import bomb, plant
 
 import gitmem
 from gitmem import GitMemoryTool, IntegrityError, MemoryStore, RollbackDetected, WrongKey
@@ -243,6 +246,124 @@ def test_flipped_bit_in_a_loose_object(
     report = open_store(repo_path, key, state).verify()
     assert not report.ok
     assert any(oid in problem for problem in report.problems), report.problems
+
+
+# -- decompression bombs: refused from their header, before they are inflated -----------------
+
+
+def _point(repo: Path, ref: str, oid: str) -> None:
+    pygit2.Repository(str(repo)).references.create(ref, pygit2.Oid(hex=oid), force=True)
+
+
+def _bomb_meta(repo: Path, key: str, state: Path) -> None:
+    _point(repo, "refs/gitmem/meta", plant(repo, b"blob"))
+    open_store(repo, key, state)
+
+
+def _bomb_branch(repo: Path, key: str, state: Path) -> None:
+    _point(repo, "refs/heads/main", plant(repo, b"commit"))
+    open_store(repo, key, state).head()
+
+
+def _bomb_chunk(repo: Path, key: str, state: Path) -> None:
+    plant(repo, b"blob", at=objects_of(repo).chunk)
+    open_store(repo, key, state).files()
+
+
+def _bomb_tree(repo: Path, key: str, state: Path) -> None:
+    plant(repo, b"tree", at=objects_of(repo).directory)
+    open_store(repo, key, state).files()
+
+
+def _bomb_gc(repo: Path, key: str, state: Path) -> None:
+    _point(repo, "refs/tags/planted", plant(repo, b"blob"))
+    open_store(repo, key, state).gc(grace=0)
+
+
+BOMBS = {
+    "metadata ref": _bomb_meta,
+    "branch": _bomb_branch,
+    "chunk in place": _bomb_chunk,
+    "tree in place": _bomb_tree,
+    "another ref, at gc": _bomb_gc,
+}
+
+
+@pytest.mark.parametrize("where", sorted(BOMBS))
+def test_a_decompression_bomb_is_never_inflated(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, where: str
+) -> None:
+    """A 250 KB loose object inflating to 256 MiB is refused with a clear error, costing no
+    more memory than its compressed size."""
+    bomb(b"blob"), bomb(b"commit"), bomb(b"tree")  # made before measuring
+    tracemalloc.start()
+    try:
+        with pytest.raises(IntegrityError):
+            BOMBS[where](repo_path, key, state)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, f"{peak:,} bytes"
+
+
+def test_a_packed_object_larger_than_its_kind_allows_is_refused_from_its_header(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    r = pygit2.Repository(str(repo_path))
+    big = r.create_blob(os.urandom(100_000))  # the metadata blob may have 64 KiB
+    builder = pygit2.PackBuilder(r)
+    builder.add(big)
+    builder.write(str(repo_path / "objects" / "pack"))
+    loose(repo_path, str(big)).unlink()
+    _point(repo_path, "refs/gitmem/meta", str(big))
+    with pytest.raises(IntegrityError) as info:
+        open_store(repo_path, key, state)
+    assert str(info.value) == (
+        f"object {big} is corrupt: it declares 100,000 bytes, more than a gitmem blob may have "
+        "(65,536)"
+    )
+
+
+# -- revisions resolve through gitmem's own history, never through refs ------------------------
+
+
+@pytest.mark.parametrize("namespace", ["refs/tags/", "refs/heads/", "refs/", ""])
+def test_a_ref_named_like_an_abbreviated_id_does_not_redirect_a_revision(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, namespace: str
+) -> None:
+    ops = list(open_store(repo_path, key, state).log())
+    target, first = ops[1], ops[-1]
+    prefix = target.commit[:10]
+    (repo_path / f"{namespace}{prefix}").parent.mkdir(parents=True, exist_ok=True)
+    (repo_path / f"{namespace}{prefix}").write_text(first.commit + "\n")
+    store = open_store(repo_path, key, state)
+    assert store.resolve(prefix) == target.commit
+    assert store.resolve(prefix + "~1") == first.commit
+    env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)}
+    runner = CliRunner()
+    shown = runner.invoke(cli_main, ["--repo", str(repo_path), "show", prefix, "--json"], env=env)
+    assert json.loads(shown.stdout.splitlines()[0])["commit"] == target.commit, shown.output
+    restored = runner.invoke(
+        cli_main, ["--repo", str(repo_path), "restore", prefix, "--json"], env=env
+    )
+    assert restored.exit_code == 0, restored.output
+    assert open_store(repo_path, key, state).operation("HEAD").record.detail["from"] == (
+        target.commit
+    )
+
+
+def test_a_prefix_made_ambiguous_by_planted_objects_resolves_through_history(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    store = open_store(repo_path, key, state)
+    target = list(store.log())[1].commit
+    prefix = target[:4]
+    r = pygit2.Repository(str(repo_path))
+    n = 0
+    while not hashlib.sha1(b"blob %d\0%d" % (len(str(n)), n)).hexdigest().startswith(prefix):
+        n += 1
+    assert str(r.create_blob(str(n).encode())).startswith(prefix)
+    assert store.resolve(prefix) == target
 
 
 def _rewrite_loose(repo: Path, oid: str, kind: bytes, content: bytes) -> None:

@@ -44,6 +44,7 @@ import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
+from helpers_bomb import plant
 from pygit2.enums import ObjectType
 
 import gitmem
@@ -804,6 +805,40 @@ def _meta_in_place(v: Victim) -> Expect:
     oid = (v.repo / META).read_text().strip()
     rewrite_loose(v, oid, flip(raw(v.r, oid), 3))
     return Expect("", [], open_error=f"object {oid} is corrupt")
+
+
+# Decompression bombs: a small loose file that inflates far beyond what the format allows an
+# object of its kind (docs/design.md, "Sizes"). gitmem must refuse it from its header, before
+# inflating it; test_security measures the memory that costs.
+
+
+def plant_bomb(v: Victim, kind: bytes, at: str | None = None) -> str:
+    """A bomb under its own id (a genuine object), or in place of object ``at``."""
+    return plant(v.repo, kind, at)
+
+
+@case("the metadata ref pointing at a decompression bomb")
+def _meta_bomb(v: Victim) -> Expect:
+    oid = plant_bomb(v, b"blob")
+    v.r.references[META].set_target(pygit2.Oid(hex=oid))
+    return Expect("", [], open_error=f"object {oid} is corrupt")
+
+
+@case("the branch pointing at a decompression bomb")
+def _branch_bomb(v: Victim) -> Expect:
+    oid = plant_bomb(v, b"commit")
+    (v.repo / BRANCH).write_text(oid + "\n")
+    return Expect(f"object {oid} is corrupt: it declares", ALL, seen_fails=True)
+
+
+for _role in ["commit", "root", "header", "chunk"]:
+
+    @case(f"in place: a decompression bomb as the {_role} object")
+    def _bomb_in_place(v: Victim, role: str = _role) -> Expect:
+        oid = v.at.oid(role)
+        kind = b"blob" if role in ("header", "chunk") else role.encode().replace(b"root", b"tree")
+        plant_bomb(v, kind, at=oid)
+        return Expect(oid, NEEDS[role])
 
 
 # -- the checks -----------------------------------------------------------------------------------
