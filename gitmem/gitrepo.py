@@ -12,6 +12,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import stat
 import struct
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pygit2
-from pygit2.enums import FileMode, ObjectType, SortMode
+from pygit2.enums import ConfigLevel, FileMode, ObjectType, RepositoryOpenFlag, SortMode
 
 from .errors import (
     ConflictError,
@@ -39,11 +40,13 @@ from .format import MAX_BLOB_BYTES, MAX_COMMIT_BYTES, MAX_TREE_BYTES
 from .fsutil import (
     DIR_MODE,
     FILE_MODE,
+    atomic_write,
     can_syncfs,
     fsync_dir,
     fsync_file,
     make_private_dirs,
     open_lock_file,
+    read_regular_file,
     syncfs,
 )
 
@@ -126,7 +129,8 @@ class GitRepo:
             for name in ("config.lock", "HEAD.lock"):
                 with contextlib.suppress(FileNotFoundError):
                     (target / name).unlink()
-            repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
+            with _only_repository_config():
+                repo = pygit2.init_repository(str(target), bare=True, initial_head="main")
             # No reflogs: they would record when and how often refs moved; nothing needs them.
             repo.config["core.logAllRefUpdates"] = "false"
             made.sync()
@@ -136,19 +140,73 @@ class GitRepo:
     def _git(self) -> pygit2.Repository:
         repo: pygit2.Repository | None = getattr(self._local, "repo", None)
         if repo is None:
-            try:
-                repo = pygit2.Repository(str(self.path))
-            except pygit2.GitError as exc:
-                raise NoStore(f"no git repository at {self.path}") from exc
-            if not repo.is_bare:
-                raise NoStore(f"{self.path} is not a bare git repository")
+            repo = self._open()
             self._local.repo = repo
         return repo
+
+    def _open(self) -> pygit2.Repository:
+        """Open the repository with libgit2, after checking what libgit2 would block on.
+
+        git's configuration from outside the repository (global, XDG, system) is not read: it
+        could turn reflogs on, or include a FIFO that blocks every open. gitmem does not use
+        ``HEAD`` (git needs the file to recognise a repository), so a missing one is recreated.
+        """
+        self._restore_head()
+        self._check_files()
+        try:
+            with _only_repository_config():
+                repo = pygit2.Repository(str(self.path), RepositoryOpenFlag.NO_SEARCH)
+        except pygit2.GitError as exc:
+            raise NoStore(f"no git repository at {self.path}") from exc
+        if not repo.is_bare:
+            raise NoStore(f"{self.path} is not a bare git repository")
+        # Should a reflog be written after all, it names no one.
+        repo.set_ident(_SIGNATURE.name, _SIGNATURE.email)
+        return repo
+
+    def _restore_head(self) -> None:
+        head = self.path / "HEAD"
+        with contextlib.suppress(OSError):  # missing, or a symlink loop: replaced below
+            if stat.S_ISREG(head.stat().st_mode):
+                return
+        if not (self.path / "objects").is_dir():
+            return  # not a repository at all; opening says so
+        try:
+            atomic_write(head, _HEAD_TEXT)
+        except OSError as exc:
+            raise NoStore(
+                f"{self.path} has no usable HEAD file, which git needs (gitmem does not use "
+                f"it), and it cannot be recreated ({exc.strerror or exc}); recreate it with: "
+                f"printf 'ref: refs/heads/main\\n' > {self.path}/HEAD"
+            ) from None
+
+    def _check_files(self) -> None:
+        """Refuse files libgit2 would block on or follow: FIFOs, devices, config includes."""
+        for name in _CONTROL_FILES:
+            _require_file(self.path / name, name)
+        try:
+            config = read_regular_file(self.path / "config", _CONFIG_MAX)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise IntegrityError(
+                f"the repository's config cannot be read: {exc.strerror or exc}"
+            ) from None
+        if _INCLUDE.search(config):
+            raise IntegrityError(
+                "the repository's config includes other files (include.path or includeIf), "
+                f"which a gitmem store never does; remove those sections from {self.path}/config"
+            )
+        pack_dir = self.path / "objects" / "pack"
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for entry in os.scandir(pack_dir):
+                _require_file(Path(entry.path), f"objects/pack/{entry.name}")
 
     @staticmethod
     def exists(path: str | os.PathLike[str]) -> bool:
         """True when ``path`` holds a git repository (gitmem's or not)."""
-        return (Path(path) / "HEAD").is_file() and (Path(path) / "objects").is_dir()
+        # Not HEAD: gitmem does not use it, and recreates it when it is missing.
+        return (Path(path) / "objects").is_dir() and (Path(path) / "refs").is_dir()
 
     # -- objects --------------------------------------------------------------------------
 
@@ -269,6 +327,8 @@ class GitRepo:
 
     def ref(self, name: str) -> str | None:
         """The id ``name`` points at, or ``None`` when the ref does not exist."""
+        _require_file(self.path / name, name)
+        _require_file(self.path / "packed-refs", "packed-refs")
         try:
             ref = self._git.references[name]
         except KeyError:
@@ -439,11 +499,44 @@ class GitRepo:
                     time.sleep(_LOCK_POLL_SECONDS)
             try:
                 self._clear_stale_ref_locks()
+                self._no_reflogs()
                 yield
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                try:
+                    self._no_reflogs()
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _no_reflogs(self) -> None:
+        """Keep reflogs out of the repository, whatever its config says (under the lock).
+
+        A reflog records who moved a ref and exactly when. libgit2 writes one when
+        ``core.logAllRefUpdates`` is on (a config copied from a ``git clone --mirror`` backup)
+        or when the ref's log file exists already; so the setting is put back to false, and
+        the ``logs`` directory is removed before and after every write.
+        """
+        logs = self.path / "logs"
+        if os.path.lexists(logs):
+            if logs.is_dir() and not logs.is_symlink():
+                shutil.rmtree(logs)
+            else:
+                logs.unlink()
+        if not os.path.lexists(self.path / "config"):
+            return
+        config = self._git.config
+        try:
+            setting = str(config["core.logAllRefUpdates"])
+        except KeyError:
+            setting = "false"
+        if setting.strip().lower() != "false":
+            # The setting may be given several times (the last one counts): replace them all.
+            config.delete_multivar("core.logAllRefUpdates", ".*")
+            config["core.logAllRefUpdates"] = "false"
+            # libgit2 caches the setting per repository handle: the next use reopens.
+            with contextlib.suppress(AttributeError):
+                del self._local.repo
 
     def _clear_stale_ref_locks(self) -> None:
         for name in (BRANCH, META_REF):
@@ -467,6 +560,7 @@ class GitRepo:
         seen: dict[str, str] = {}
         stack: list[tuple[str, str]] = []
         for name in git.references:
+            _require_file(self.path / name, name)
             try:
                 target = git.references[name].resolve().target
             except (KeyError, pygit2.GitError) as exc:
@@ -701,6 +795,51 @@ def _group_sync(path: Path) -> _GroupSync:
         if group is None:
             group = _GROUPS[device] = _GroupSync()
         return group
+
+
+_HEAD_TEXT = b"ref: refs/heads/main\n"
+# Files libgit2 reads with a blocking open when it opens the repository or reads gitmem's refs.
+_CONTROL_FILES = ("config", "packed-refs", "commondir", "objects/info/alternates")
+_CONFIG_MAX = 1024 * 1024
+# A section header [include] or [includeIf "..."], in any case, with any spacing.
+_INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.IGNORECASE | re.MULTILINE)
+_OUTSIDE_CONFIG = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM, ConfigLevel.PROGRAMDATA)
+_SEARCH_PATH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _only_repository_config() -> Iterator[None]:
+    """Open or create repositories in the block without git config from outside them.
+
+    libgit2 reads every level of configuration when it opens a repository and keeps it for
+    that handle's life, so emptying the search paths of the outside levels for the duration of
+    the open is enough. The paths are process-wide; they are put back at once, under a lock
+    so that concurrent opens do not restore each other's empty paths.
+    """
+    with _SEARCH_PATH_LOCK:
+        saved = [pygit2.settings.search_path[level] for level in _OUTSIDE_CONFIG]
+        for level in _OUTSIDE_CONFIG:
+            pygit2.settings.search_path[level] = ""
+        try:
+            yield
+        finally:
+            for level, path in zip(_OUTSIDE_CONFIG, saved, strict=True):
+                pygit2.settings.search_path[level] = path
+
+
+def _require_file(path: Path, name: str) -> None:
+    """Refuse ``path`` unless it is absent or a regular file (never opening it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise IntegrityError(f"{name} in the repository cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise IntegrityError(
+            f"{name} in the repository is not a regular file (a FIFO or device there would "
+            f"block every reader); remove {path}"
+        )
 
 
 _GC_TMP_PREFIX = "gitmem-gc-"
@@ -971,37 +1110,6 @@ def _read_loose(objects: str, oid: str, limits: Mapping[bytes, int]) -> tuple[by
     if _CHECK_LOOSE_HASHES and hashlib.sha1(raw).hexdigest() != oid:
         raise IntegrityError(f"object {oid} is corrupt: its content does not match its id")
     return kind, raw[nul + 1 :]
-
-
-def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The whole content of the regular file at ``path``, in four system calls.
-
-    Never blocks and never reads without bound: a FIFO, device or directory in its place (a
-    local trick that would hang a plain ``open``) raises ``OSError(EINVAL)`` without a read,
-    and a file longer than ``max_bytes`` raises ``OSError(EFBIG)``. On a hot path (a large
-    memory file is a few dozen chunk objects) ``open().read()`` costs more than the read
-    itself: a buffered reader, and three more system calls (fstat, lseek, a read at the end).
-    """
-    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        size = info.st_size
-        if size > max_bytes:
-            raise OSError(errno.EFBIG, f"longer than {max_bytes:,} bytes", str(path))
-        data = os.read(fd, size)
-        if len(data) < size:  # a short read (not seen on regular files): finish the file
-            parts = [data]
-            while part := os.read(fd, size):
-                parts.append(part)
-            data = b"".join(parts)
-        if len(data) > max_bytes:  # it grew since the fstat
-            raise OSError(errno.EFBIG, f"longer than {max_bytes:,} bytes", str(path))
-        return data
-    finally:
-        os.close(fd)
 
 
 def _pack_index_oids(idx: Path) -> set[str]:

@@ -18,7 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fsutil import atomic_write, fsync_dir, make_private_dirs, open_lock_file
+from .fsutil import atomic_write, fsync_dir, make_private_dirs, open_lock_file, read_regular_file
+
+# A mark or a known-store record is a few hundred bytes; anything longer is not one.
+_STATE_FILE_MAX = 64 * 1024
 
 
 def default_state_dir() -> Path:
@@ -75,12 +78,13 @@ class HighWater:
         if self.path != self._legacy and self.where and not self.path.exists():
             self._adopt_legacy()
         try:
-            body = json.loads(self.path.read_text("utf-8"))
+            body = json.loads(read_regular_file(self.path, _STATE_FILE_MAX))
             return Mark(str(body["commit"]), int(body["seq"]))
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError):
-            # A damaged mark protects nothing; it is replaced by the next one seen.
+        except (OSError, ValueError, KeyError, TypeError):
+            # A damaged mark (or a FIFO in its place, which must not block) protects nothing;
+            # it is replaced by the next one seen.
             return None
 
     def _adopt_legacy(self) -> None:
@@ -159,8 +163,8 @@ class KnownStores:
     def store_at(self, repo: Path) -> str | None:
         """The id of the store last seen at ``repo``, or None."""
         try:
-            return str(json.loads(self._file(repo).read_text("utf-8"))["store_id"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return str(json.loads(read_regular_file(self._file(repo), _STATE_FILE_MAX))["store_id"])
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def remember(self, repo: Path, store_id: str) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from .crypto import decode_key, encode_key
 from .errors import KeyMissing, WrongKey
-from .fsutil import FILE_MODE, write_new_file
+from .fsutil import FILE_MODE, read_regular_file, write_new_file
 
 ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
+# Key text is 61 characters; a file much longer than that holds no key.
+_KEY_FILE_MAX = 4096
 
 
 def config_dir() -> Path:
@@ -42,7 +44,8 @@ def read_key_file(path: Path) -> bytes:
     if info.st_mode & 0o777 & ~FILE_MODE:
         raise WrongKey(f"the key file {path} is accessible to other users; run: chmod 600 {path}")
     try:
-        text = path.read_text("utf-8")
+        # Never blocks: the file may have been swapped for a FIFO since the stat above.
+        text = read_regular_file(path, _KEY_FILE_MAX).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise WrongKey(f"the key file {path} cannot be read: {type(exc).__name__}") from None
     try:

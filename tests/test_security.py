@@ -14,12 +14,14 @@ import hashlib
 import json
 import logging
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
 import tracemalloc
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -794,3 +796,188 @@ def test_verify_cli_names_the_failure(
     assert bad.exit_code != 0
     assert chunk in bad.output
     assert "Traceback" not in bad.output
+
+
+# -- local tricks: files that would block, reflogs, HEAD ------------------------------------------
+
+
+def _bounded(action: Callable[[], object], timeout: float = 120.0) -> str:
+    """Run ``action`` in a forked child; ``"ok"``, ``"<ErrorClass>: <message>"`` or ``"hung"``."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            action()
+            out = "ok"
+        except BaseException as exc:  # reported to the parent, whatever it is
+            out = f"{type(exc).__name__}: {exc}"
+        os.write(write_end, out.encode()[:4000])
+        os._exit(0)
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            return "hung"
+        return os.read(read_end, 4096).decode()
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+
+
+def _fifo(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o600)
+        path.unlink()
+    os.mkfifo(path)
+
+
+def _include_fifo(repo: Path) -> None:
+    _fifo(repo.parent / "included")
+    with (repo / "config").open("a") as handle:
+        handle.write(f"[include]\n\tpath = {repo.parent / 'included'}\n")
+
+
+def _pack_index_fifo(repo: Path) -> None:
+    subprocess.run(["git", f"--git-dir={repo}", "repack", "-q", "-a", "-d"], check=True)
+    (idx,) = (repo / "objects" / "pack").glob("*.idx")
+    _fifo(idx)
+
+
+FIFOS: dict[str, Callable[[Path], None]] = {
+    "config": lambda repo: _fifo(repo / "config"),
+    "include.path in the config": _include_fifo,
+    "packed-refs": lambda repo: _fifo(repo / "packed-refs"),
+    "the branch's ref file": lambda repo: _fifo(repo / "refs" / "heads" / "main"),
+    "the metadata ref file": lambda repo: _fifo(repo / "refs" / "gitmem" / "meta"),
+    "objects/info/alternates": lambda repo: _fifo(repo / "objects" / "info" / "alternates"),
+    "a loose object": lambda repo: _fifo(loose(repo, objects_of(repo).chunk)),
+    "a pack index": _pack_index_fifo,
+}
+
+
+@pytest.mark.parametrize("where", sorted(FIFOS))
+def test_a_fifo_in_the_repository_is_an_error_not_a_hang(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, where: str
+) -> None:
+    FIFOS[where](repo_path)
+    outcome = _bounded(lambda: open_store(repo_path, key, state).files())
+    assert outcome.startswith("IntegrityError: "), outcome
+
+
+def _fifo_all(directory: Path) -> None:
+    for path in directory.glob("*.json"):
+        _fifo(path)
+
+
+STATE_FIFOS: dict[str, Callable[[Path, Path, str], None]] = {
+    "the high-water mark": lambda state, repo, sid: _fifo(state / f"{sid}.json"),
+    "the known-stores record": lambda state, repo, sid: _fifo_all(state / "paths"),
+    "HEAD": lambda state, repo, sid: _fifo(repo / "HEAD"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(STATE_FIFOS))
+def test_a_fifo_in_place_of_a_file_gitmem_does_not_need_is_replaced(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, where: str
+) -> None:
+    STATE_FIFOS[where](state, repo_path, filled.store.store_id)
+    outcome = _bounded(lambda: open_store(repo_path, key, state).files())
+    assert outcome == "ok", outcome
+
+
+def test_a_fifo_as_the_key_file_is_refused_without_blocking(
+    filled: GitMemoryTool, repo_path: Path, tmp_path: Path, state: Path
+) -> None:
+    _fifo(tmp_path / "key")
+    os.environ["GITMEM_KEY_FILE"] = str(tmp_path / "key")
+    try:
+        outcome = _bounded(lambda: open_store(repo_path, None, state))  # type: ignore[arg-type]
+    finally:
+        del os.environ["GITMEM_KEY_FILE"]
+    assert outcome.startswith("KeyMissing: "), outcome
+
+
+def test_a_deleted_head_is_recreated(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    (repo_path / "HEAD").unlink()
+    assert open_store(repo_path, key, state).files()["/memories/top.md"] == "top\n"
+    tool = GitMemoryTool(repo_path, key=key, state_dir=state)
+    tool.call({"command": "create", "path": "/memories/after.md", "file_text": "x\n"})
+    result = CliRunner().invoke(
+        cli_main,
+        ["--repo", str(repo_path), "cat", "/memories/after.md"],
+        env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)},
+    )
+    assert (result.exit_code, result.stdout) == (0, "x\n"), result.output
+
+
+def test_a_deleted_head_in_a_read_only_repository_gives_advice_that_works(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes through read-only directories")
+    (repo_path / "HEAD").unlink()
+    repo_path.chmod(0o500)
+    try:
+        with pytest.raises(gitmem.NoStore) as info:
+            open_store(repo_path, key, state).files()
+    finally:
+        repo_path.chmod(0o700)
+    command = str(info.value).split("recreate it with: ", 1)[1]
+    subprocess.run(command, shell=True, check=True)
+    assert open_store(repo_path, key, state).files()["/memories/top.md"] == "top\n"
+
+
+LEAK = "leaky.person@example.com"
+
+
+@contextlib.contextmanager
+def _global_gitconfig(home: Path, text: str) -> Iterator[None]:
+    """A user-level git config for libgit2 (its search paths were fixed at import)."""
+    from pygit2.enums import ConfigLevel
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".gitconfig").write_text(text)
+    saved = pygit2.settings.search_path[ConfigLevel.GLOBAL]
+    pygit2.settings.search_path[ConfigLevel.GLOBAL] = str(home)
+    try:
+        yield
+    finally:
+        pygit2.settings.search_path[ConfigLevel.GLOBAL] = saved
+
+
+def _assert_no_reflog(repo: Path) -> None:
+    assert not (repo / "logs").exists(), sorted(p.name for p in (repo / "logs").rglob("*"))
+    for path in repo.rglob("*"):
+        if path.is_file() and path.name != "config":  # where the test itself put the identity
+            assert LEAK.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    "how", ["repository config", "user config", "log files already there", "everything"]
+)
+def test_no_reflog_is_written_whatever_the_config_says(
+    repo_path: Path, key: str, state: Path, tmp_path: Path, how: str
+) -> None:
+    tool = GitMemoryTool(repo_path, key=key, session="s", state_dir=state)
+    tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+    setting = f"[core]\n\tlogAllRefUpdates = always\n[user]\n\temail = {LEAK}\n\tname = Leaky\n"
+    if how in ("repository config", "everything"):
+        with (repo_path / "config").open("a") as handle:
+            handle.write(setting)
+    if how in ("log files already there", "everything"):
+        for name in ("HEAD", "refs/heads/main", "refs/gitmem/meta"):
+            (repo_path / "logs" / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo_path / "logs" / name).write_text("")
+    with _global_gitconfig(tmp_path / "home", setting):
+        fresh = GitMemoryTool(repo_path, key=key, session="s", state_dir=state)
+        for i in range(3):
+            fresh.call({"command": "create", "path": f"/memories/b{i}.md", "file_text": "b\n"})
+        fresh.store.gc(grace=0)
+        MemoryStore.init(tmp_path / "new.git", key).create("/memories/c.md", "c\n")
+    _assert_no_reflog(repo_path)
+    _assert_no_reflog(tmp_path / "new.git")
