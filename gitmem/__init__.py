@@ -17,6 +17,7 @@ from .errors import (
     NotFound,
     PathExists,
     RollbackDetected,
+    StoreReplaced,
     UsageError,
     WrongKey,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "RollbackDetected",
     "SecretRefused",
     "StoreOptions",
+    "StoreReplaced",
     "UsageError",
     "VerifyReport",
     "WrongKey",

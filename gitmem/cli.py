@@ -1087,6 +1087,22 @@ def accept_head(state: CliState, as_json: bool) -> None:
     click.echo(f"This client now trusts the store at {where}.")
 
 
+@main.command("accept-store")
+@json_option
+@pass_state
+def accept_store(state: CliState, as_json: bool) -> None:
+    """Trust the store now in the repository, after you deliberately replaced it there."""
+    if not state.repo:
+        raise UsageError("no store given: pass --repo PATH or set GITMEM_REPO")
+    # Opening records the store as this path's; its history is still checked against what
+    # this client has seen of it (elsewhere), as any store's is.
+    store = MemoryStore.open(state.repo, state.key(), accept_store=True, session=cli_session())
+    if as_json:
+        emit_json({"store": state.repo, "store_id": store.store_id})
+        return
+    click.echo(f"This client now trusts the store {store.store_id} at {state.repo}.")
+
+
 @main.command()
 @click.option(
     "--store",

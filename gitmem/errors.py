@@ -107,6 +107,12 @@ class RollbackDetected(GitMemError):
     exit_code = 6
 
 
+class StoreReplaced(GitMemError):
+    """The repository now holds another store than the one this client used at that path."""
+
+    exit_code = 9
+
+
 class LockTimeout(GitMemError):
     """Another writer held the store's lock for longer than the timeout."""
 

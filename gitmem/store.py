@@ -31,6 +31,7 @@ from .errors import (
     NotFound,
     PathExists,
     RollbackDetected,
+    StoreReplaced,
     UsageError,
     WrongKey,
     shown_repr,
@@ -158,6 +159,7 @@ class MemoryStore:
         key: str | bytes | None = None,
         *,
         create: bool = False,
+        accept_store: bool = False,
         options: StoreOptions | None = None,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
@@ -167,7 +169,9 @@ class MemoryStore:
         ``options`` (a :class:`~gitmem.options.StoreOptions`) and the keyword ``settings``
         (``session``, ``lock_timeout``, ``state_dir``, ``check_rollback``, ``limits``,
         ``secrets``; each overrides ``options``) say how the store is used. Raises
-        :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`.
+        :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`, and
+        :class:`StoreReplaced` when ``path`` holds another store than the one this client
+        used there, unless ``accept_store`` says to trust it from now on.
         """
         target = Path(path)
         opts = StoreOptions.of(options, **settings)
@@ -182,6 +186,8 @@ class MemoryStore:
         meta = cls._read_meta(repo)
         if meta is None:
             raise NoStore(f"{target} is a git repository but not a gitmem store")
+        if not accept_store:
+            cls._refuse_replaced(target, meta.store_id.hex(), opts)
         raw = resolve_key(key, meta.store_id.hex())
         keys = StoreKeys.derive(raw, meta.store_id)
         if not keys.matches(meta.key_check):
@@ -251,10 +257,34 @@ class MemoryStore:
                 made = None
             if made and made.store_id.hex() == known:
                 return
+            # `gitmem init` makes a store only where nothing (or an empty directory) is.
+            leftovers = target.is_dir() and any(target.iterdir())
+            then = f"move {target} out of the way, then run" if leftovers else "run"
             raise RollbackDetected(
                 f"the gitmem store {known} that this client used at {target} is gone or was "
                 f"reset; refusing to start an empty store in its place. If it was removed on "
-                f"purpose, run `gitmem init {target}` to make a new store there"
+                f"purpose, {then} `gitmem init {target}` to make a new store there"
+            )
+
+    @classmethod
+    def _refuse_replaced(cls, target: Path, store_id: str, options: StoreOptions) -> None:
+        """Refuse a store other than the one this client last used at ``target``.
+
+        The store id comes from metadata anyone who can write the repository can replace, and
+        the key is looked up by it: without this check, another store's refs copied into the
+        repository would be read and written with that store's key, unnoticed. The record is
+        per path, so replicas of one store at several paths each pass.
+        """
+        if not options.check_rollback:
+            return
+        known = KnownStores(options.state_dir).store_at(target)
+        if known is not None and known != store_id:
+            raise StoreReplaced(
+                f"the repository at {target} now holds the gitmem store {store_id}, not the "
+                f"store {known} this client used there: its refs were replaced, by someone "
+                "who can write it or on purpose. Nothing was read or written. If you replaced "
+                f"it on purpose, run `gitmem --repo {target} accept-store` (in Python: "
+                "MemoryStore.open(path, accept_store=True))"
             )
 
     @staticmethod

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -981,3 +982,77 @@ def test_no_reflog_is_written_whatever_the_config_says(
         MemoryStore.init(tmp_path / "new.git", key).create("/memories/c.md", "c\n")
     _assert_no_reflog(repo_path)
     _assert_no_reflog(tmp_path / "new.git")
+
+
+# -- store substitution: another store's refs copied into the repository --------------------------
+
+
+def _substitute(victim: Path, other: Path) -> None:
+    """Copy ``other``'s objects and gitmem refs into ``victim`` (what a malicious host can do)."""
+    shutil.copytree(other / "objects", victim / "objects", dirs_exist_ok=True)
+    for ref in ("refs/heads/main", "refs/gitmem/meta"):
+        (victim / ref).write_text((other / ref).read_text())
+
+
+@pytest.fixture
+def swapped(tmp_path: Path, state: Path) -> tuple[Path, Path]:
+    """Stores A and B, each made by `gitmem init` with its own per-user key file, used by this
+    client; then B's refs copied into A."""
+    runner = CliRunner()
+    env = {"GITMEM_STATE_DIR": str(state)}
+    for name, text in (("a", "secret of A\n"), ("b", "secret of B\n")):
+        path = tmp_path / f"{name}.git"
+        assert runner.invoke(cli_main, ["init", str(path)], env=env).exit_code == 0
+        store = MemoryStore.open(path, state_dir=state)
+        store.create(gitmem.parse_path("/memories/x.md"), text)
+    _substitute(tmp_path / "a.git", tmp_path / "b.git")
+    return tmp_path / "a.git", tmp_path / "b.git"
+
+
+def test_a_substituted_store_is_refused(swapped: tuple[Path, Path], state: Path) -> None:
+    a, b = swapped
+    branch = (a / "refs/heads/main").read_text()
+    env = {"GITMEM_STATE_DIR": str(state)}
+    runner = CliRunner()
+    for command in (["cat", "/memories/x.md"], ["restore", "HEAD"], ["gc"]):
+        result = runner.invoke(cli_main, ["--repo", str(a), *command], env=env)
+        assert result.exit_code == 9, result.output
+        assert "secret of" not in result.output
+        assert result.stderr.startswith(f"gitmem: error: the repository at {a} now holds"), (
+            result.stderr
+        )
+    with pytest.raises(gitmem.StoreReplaced):
+        GitMemoryTool(a, state_dir=state)
+    with pytest.raises(gitmem.StoreReplaced):
+        MemoryStore.open(a, state_dir=state)
+    assert (a / "refs/heads/main").read_text() == branch
+    # The other store, at its own path, is untouched by all this.
+    assert MemoryStore.open(b, state_dir=state).read_text("/memories/x.md") == "secret of B\n"
+
+
+def test_a_substituted_store_is_used_once_accepted(swapped: tuple[Path, Path], state: Path) -> None:
+    a, _ = swapped
+    env = {"GITMEM_STATE_DIR": str(state)}
+    runner = CliRunner()
+    accepted = runner.invoke(cli_main, ["--repo", str(a), "accept-store"], env=env)
+    assert accepted.exit_code == 0, accepted.output
+    result = runner.invoke(cli_main, ["--repo", str(a), "cat", "/memories/x.md"], env=env)
+    assert (result.exit_code, result.stdout) == (0, "secret of B\n"), result.output
+
+
+def test_a_substituted_store_is_accepted_from_python(
+    swapped: tuple[Path, Path], state: Path
+) -> None:
+    a, _ = swapped
+    store = MemoryStore.open(a, accept_store=True, state_dir=state)
+    assert store.read_text("/memories/x.md") == "secret of B\n"
+    assert GitMemoryTool(a, state_dir=state).store.store_id == store.store_id
+
+
+def test_replicas_of_one_store_at_several_paths_all_open(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, tmp_path: Path
+) -> None:
+    """The check is per path: copies of one store (replicas, mirrors) are not substitutions."""
+    copy = tmp_path / "replica.git"
+    shutil.copytree(repo_path, copy)
+    assert open_store(copy, key, state).files() == open_store(repo_path, key, state).files()

@@ -742,7 +742,9 @@ def _meta_store_id(v: Victim) -> Expect:
     body = meta_body(v)
     body["store_id"] = os.urandom(16).hex()
     set_meta(v, json.dumps(body).encode())
-    return Expect("", [], code=4, open_error=wrong_key(v))
+    # A client new to the path would find the key does not open it (WrongKey).
+    message = f"the repository at {v.repo} now holds the gitmem store {body['store_id']}, not "
+    return Expect("", [], code=9, open_error=message)
 
 
 @case("the metadata with format 99")
@@ -769,11 +771,10 @@ def _meta_other_store(v: Victim) -> Expect:
     oid = other.repo.ref(META)
     assert oid is not None
     set_meta(v, other.repo.read_blob(oid))
-    # The key opens it, but every record binds the real store id: the head fails. The client
-    # that opened the store before keeps the store id it authenticated then.
-    expect = forged(v.at.commits[0])
-    expect.seen_fails = False
-    return expect
+    # The key opens it, but this client has used another store at this path (and every record
+    # binds the real store id: test_security checks that a client new to the path fails there).
+    message = f"the repository at {v.repo} now holds the gitmem store {other.store_id}, not "
+    return Expect("", [], code=9, open_error=message)
 
 
 @case("the metadata not JSON")
