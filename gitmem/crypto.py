@@ -33,6 +33,8 @@ NONCE_BYTES = 12
 ENVELOPE_VERSION = 1
 KEY_TEXT_PREFIX = "gitmem-key-1:"
 _CHECKSUM_BYTES = 4
+# The key and its checksum in base64url without padding: 36 bytes, 48 characters.
+_BODY_CHARS = (KEY_BYTES + _CHECKSUM_BYTES) * 4 // 3
 
 _NAME_AD = b"gitmem/name/v1"
 _BLOB_AD = b"gitmem/blob/v1"
@@ -66,10 +68,17 @@ def decode_key(key: str | bytes) -> bytes:
             raise WrongKey("the key is not valid: expected 32 raw bytes or key text") from None
     if not isinstance(key, str):
         raise WrongKey("the key must be text from gitmem.generate_key() or 32 bytes")
-    text = key.strip()
+    # A byte order mark is what some editors put at the start of a file saved as UTF-8.
+    text = key.strip().removeprefix("\ufeff").strip()
     if not text.startswith(KEY_TEXT_PREFIX):
         raise WrongKey(f"the key is not valid: key text starts with '{KEY_TEXT_PREFIX}'")
     body = text[len(KEY_TEXT_PREFIX) :]
+    if len(body) != _BODY_CHARS:
+        what = "truncated" if len(body) < _BODY_CHARS else "too long"
+        raise WrongKey(
+            f"the key is not valid: it is {what} ({len(text)} characters; key text has "
+            f"{len(KEY_TEXT_PREFIX) + _BODY_CHARS})"
+        )
     try:
         blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     except (ValueError, TypeError):
@@ -78,7 +87,7 @@ def decode_key(key: str | bytes) -> bytes:
     if len(raw) != KEY_BYTES or not hmac.compare_digest(
         check, hashlib.sha256(raw).digest()[:_CHECKSUM_BYTES]
     ):
-        raise WrongKey("the key is not valid: it is truncated or mistyped (checksum mismatch)")
+        raise WrongKey("the key is not valid: it is mistyped (checksum mismatch)")
     return raw
 
 

@@ -122,8 +122,12 @@ def test_wrong_key_exit_path(filled: GitMemoryTool, repo_path: Path) -> None:
     }
 
 
-_CHECKSUM = "the key is not valid: it is truncated or mistyped (checksum mismatch)"
+_CHECKSUM = "the key is not valid: it is mistyped (checksum mismatch)"
 _PREFIX = f"the key is not valid: key text starts with '{KEY_TEXT_PREFIX}'"
+
+
+def _cut(length: int) -> str:
+    return f"the key is not valid: it is truncated ({length} characters; key text has 61)"
 
 
 def _flip_char(key: str) -> str:
@@ -138,13 +142,18 @@ def _flip_char(key: str) -> str:
         (lambda k: "", _PREFIX),
         (lambda k: "not-a-key", _PREFIX),
         (lambda k: k[len(KEY_TEXT_PREFIX) :], _PREFIX),
-        (lambda k: KEY_TEXT_PREFIX, _CHECKSUM),
-        (lambda k: KEY_TEXT_PREFIX + "!!!!", _CHECKSUM),
-        (lambda k: KEY_TEXT_PREFIX + "A", "the key is not valid: it is not base64url text"),
-        (lambda k: k[:-3], "the key is not valid: it is not base64url text"),
-        (lambda k: k[:-4], _CHECKSUM),
-        (lambda k: k + "AAAA", _CHECKSUM),
+        (lambda k: KEY_TEXT_PREFIX, _cut(13)),
+        (lambda k: KEY_TEXT_PREFIX + "!!!!", _cut(17)),
+        (lambda k: KEY_TEXT_PREFIX + "A", _cut(14)),
+        (lambda k: k[:-3], _cut(58)),
+        (lambda k: k[:-1], _cut(60)),
+        (lambda k: k[:40] + "\n", _cut(40)),
+        (
+            lambda k: k + "AAAA",
+            "the key is not valid: it is too long (65 characters; key text has 61)",
+        ),
         (_flip_char, _CHECKSUM),
+        (lambda k: k[:-1] + "!", "the key is not valid: it is not base64url text"),
         # 31 bytes are not a raw key; being ASCII, they are read as (invalid) key text.
         (lambda k: b"\x00" * 31, _PREFIX),
         (lambda k: b"\xff" * 33, "the key is not valid: expected 32 raw bytes or key text"),
@@ -161,6 +170,20 @@ def test_malformed_key(repo_path: Path, key: str, state: Path, make: object, mes
     # Never echo what was given.
     if isinstance(bad, str) and len(bad) > len(KEY_TEXT_PREFIX):
         assert bad[len(KEY_TEXT_PREFIX) :] not in str(info.value)
+
+
+@pytest.mark.parametrize("form", ["argument", "key file"])
+def test_a_key_with_a_byte_order_mark_is_accepted(
+    repo_path: Path, key: str, state: Path, tmp_path: Path, form: str
+) -> None:
+    MemoryStore.open(repo_path, key, create=True, state_dir=state)
+    if form == "argument":
+        assert MemoryStore.open(repo_path, "\ufeff" + key, state_dir=state).store_id
+        return
+    path = tmp_path / "key"
+    path.write_bytes(b"\xef\xbb\xbf" + key.encode() + b"\r\n")  # as a Windows editor saves it
+    path.chmod(0o600)
+    assert MemoryStore.open(repo_path, gitmem.keysource.read_key_file(path), state_dir=state)
 
 
 def test_malformed_key_when_creating(repo_path: Path, state: Path) -> None:
@@ -1056,3 +1079,20 @@ def test_replicas_of_one_store_at_several_paths_all_open(
     copy = tmp_path / "replica.git"
     shutil.copytree(repo_path, copy)
     assert open_store(copy, key, state).files() == open_store(repo_path, key, state).files()
+
+
+def test_the_size_leak_is_as_documented(tool: GitMemoryTool, repo_path: Path) -> None:
+    """security.md: a chunk blob is 18 bytes more than the chunk (compressed when that helps)."""
+    texts = {"/memories/short.md": "hi\n", "/memories/long.md": "the same line again\n" * 200}
+    for path, text in texts.items():
+        tool.call({"command": "create", "path": path, "file_text": text})
+    store = tool.store
+    for path, text in texts.items():
+        node = store.snapshot().lookup(gitmem.parse_path(path))
+        assert node is not None
+        (chunk,) = [e for e in store.repo.read_tree(node.oid) if e.name != "h"]
+        size = len(store.repo.read_blob(chunk.oid))
+        data = text.encode()
+        stored = min(len(data), len(zlib.compress(data, 6)))
+        assert size == stored + 18, (path, size)
+    assert size < len(data)  # the long one compressed
