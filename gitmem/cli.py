@@ -1218,9 +1218,12 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
                 "removed_packs": report.removed_packs,
                 "bytes_before": report.bytes_before,
                 "bytes_after": report.bytes_after,
+                "missing": report.missing,
             }
         )
         return
+    for problem in report.missing:
+        click.echo(f"skipped: {problem}")
     click.echo(
         f"Packed {plural(report.packed, 'object')}; pruned {report.pruned} unreferenced, kept "
         f"{report.kept} younger than {grace}; {report.bytes_before:,} -> "

@@ -21,7 +21,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -550,25 +550,40 @@ class GitRepo:
 
     # -- garbage collection ---------------------------------------------------------------
 
-    def reachable(self) -> dict[str, str]:
+    def reachable(self, missing: list[str] | None = None) -> dict[str, str]:
         """Every object reachable from any ref, each with a name hint for delta packing.
 
-        Raises :class:`IntegrityError` if a reachable object is missing or unreadable, so that a
-        damaged repository is never pruned.
+        Raises :class:`IntegrityError` if an object reachable from gitmem's own refs is missing
+        or unreadable, or one reachable from any ref is corrupt, so that a damaged store is
+        never pruned. An object that only refs other than gitmem's reach and that is missing
+        altogether has nothing to keep: it is left out and, when ``missing`` is given, a
+        sentence naming it and the ref is appended there (else it raises too).
         """
         git = self._git
         seen: dict[str, str] = {}
-        stack: list[tuple[str, str]] = []
-        for name in git.references:
+        # gitmem's own refs first: what they reach is walked strictly.
+        names = sorted(git.references, key=lambda n: n not in (BRANCH, META_REF))
+        for name in names:
             _require_file(self.path / name, name)
+            own = name in (BRANCH, META_REF)
             try:
-                target = git.references[name].resolve().target
+                target = str(git.references[name].resolve().target)
             except (KeyError, pygit2.GitError) as exc:
-                raise IntegrityError(f"the ref {name} cannot be resolved: {exc}") from None
-            stack.append((str(target), ""))
+                if own or missing is None:
+                    raise IntegrityError(f"the ref {name} cannot be resolved: {exc}") from None
+                missing.append(f"the ref {name} cannot be resolved: {exc}")
+                continue
+            self._walk(target, seen, None if own else missing, name)
+        return seen
+
+    def _walk(self, root: str, seen: dict[str, str], missing: list[str] | None, ref: str) -> None:
+        stack: list[tuple[str, str]] = [(root, "")]
         while stack:
             oid, hint = stack.pop()
             if oid in seen:
+                continue
+            if missing is not None and not self.has(oid):
+                missing.append(f"the ref {ref} reaches object {oid}, which is missing")
                 continue
             seen[oid] = hint
             # Every object is read whole, blobs too: what is packed must be intact.
@@ -581,7 +596,27 @@ class GitRepo:
                 stack.extend((e.oid, e.name) for e in parse_tree(data, oid))
             elif kind == b"tag":
                 stack.append((_tag_target(data, oid), ""))
-        return seen
+
+    def foreign_ref_problems(self) -> list[str]:
+        """What is missing or damaged behind refs other than gitmem's own, one sentence each.
+
+        gitmem neither writes nor reads such refs, but garbage collection keeps what they
+        reach; :meth:`gc` leaves out objects missing behind them and refuses corrupt ones.
+        """
+        missing: list[str] = []
+        seen: dict[str, str] = {}
+        for name in sorted(self._git.references):
+            if name in (BRANCH, META_REF):
+                continue
+            try:
+                _require_file(self.path / name, name)
+                target = str(self._git.references[name].resolve().target)
+                self._walk(target, seen, missing, name)
+            except (KeyError, pygit2.GitError) as exc:
+                missing.append(f"the ref {name} cannot be resolved: {exc}")
+            except IntegrityError as exc:
+                missing.append(f"the ref {name} reaches a damaged object: {exc}")
+        return missing
 
     def gc(self, grace: float, now: float | None = None) -> GcReport:
         """Pack every reachable object into one pack and prune what nothing references.
@@ -598,7 +633,7 @@ class GitRepo:
         report = GcReport(bytes_before=_tree_bytes(objects))
         for leftover in self.path.glob(_GC_TMP_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
-        reachable = self.reachable()
+        reachable = self.reachable(report.missing)
         old_packs = sorted(pack_dir.glob("pack-*.idx")) if pack_dir.is_dir() else []
         new_idx: Path | None = None
         if reachable:
@@ -929,6 +964,8 @@ class GcReport:
     removed_packs: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    # Objects that refs other than gitmem's own reach but that are missing: nothing to keep.
+    missing: list[str] = field(default_factory=list)
 
 
 def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> None:

@@ -808,9 +808,14 @@ class MemoryStore:
     # -- verification ---------------------------------------------------------------------
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
-        """Authenticate every commit and decrypt every object reachable from any of them."""
+        """Authenticate every commit and decrypt every object reachable from any of them.
+
+        Refs other than gitmem's own are checked too, for what :meth:`gc` would trip on: an
+        object behind one that is missing or damaged is a problem.
+        """
         report = VerifyReport()
         try:
+            report.problems.extend(self.repo.foreign_ref_problems())
             head = self.repo.ref(BRANCH)
         except GitMemError as exc:
             report.problems.append(str(exc))

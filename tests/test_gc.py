@@ -11,8 +11,10 @@ import threading
 import time
 from pathlib import Path
 
+import pygit2
 import pytest
 from click.testing import CliRunner
+from pygit2.enums import ObjectType
 
 import gitmem
 from gitmem import parse_path
@@ -225,6 +227,7 @@ def test_the_gc_command(repo_path: Path, key: str) -> None:
         "bytes_after",
         "bytes_before",
         "kept",
+        "missing",
         "packed",
         "pruned",
         "removed_packs",
@@ -283,3 +286,63 @@ def test_a_failing_maintenance_does_not_fail_the_write(
     monkeypatch.setattr(gitrepo.GitRepo, "maintain", full)
     op = store.create(parse_path("/memories/after.md"), "still written\n")
     assert MemoryStore.open(repo_path, key).head() == op.commit
+
+
+# -- refs other than gitmem's: verify and gc agree -----------------------------------------------
+
+
+def _plant_ref(repo: Path, name: str, oid: str) -> None:
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text(oid + "\n")
+
+
+def test_an_extra_ref_at_a_missing_object_is_reported_and_gc_goes_on(
+    repo_path: Path, key: str
+) -> None:
+    store = filled(repo_path, key, files=2)
+    before = store.files()
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    _plant_ref(repo_path, "refs/tags/gone", missing)
+    # A commit that exists, whose tree does not: the commit is kept, the tree cannot be.
+    head = store.head()
+    assert head is not None
+    body = f"tree {missing}\nparent {head}\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nx"
+    orphan = str(pygit2.Repository(str(repo_path)).odb.write(ObjectType.COMMIT, body.encode()))
+    _plant_ref(repo_path, "refs/remotes/elsewhere/main", orphan)
+    problems = store.verify().problems
+    assert problems == [
+        f"the ref refs/remotes/elsewhere/main reaches object {missing}, which is missing",
+        f"the ref refs/tags/gone reaches object {missing}, which is missing",
+    ]
+    env = {"GITMEM_KEY": key}
+    verified = CliRunner().invoke(main, ["--repo", str(repo_path), "verify"], env=env)
+    assert verified.exit_code == 5 and "refs/tags/gone" in verified.stdout
+    collected = CliRunner().invoke(main, ["--repo", str(repo_path), "gc", "--grace", "0s"], env=env)
+    assert collected.exit_code == 0, collected.output
+    assert (
+        collected.stdout.startswith(
+            f"skipped: the ref refs/tags/gone reaches object {missing}, which is missing\n"
+        )
+        or f"skipped: the ref refs/tags/gone reaches object {missing}" in collected.stdout
+    )
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.files() == before
+    assert fresh.repo.has(orphan)  # nothing that exists was lost
+    assert fresh.verify().problems == problems
+    again = fresh.gc(grace=0)
+    assert sorted(again.missing) == sorted(problems)
+
+
+def test_a_corrupt_object_behind_an_extra_ref_stops_gc_and_verify_names_it(
+    repo_path: Path, key: str
+) -> None:
+    store = filled(repo_path, key, files=2)
+    blob = store.repo.write_blob(b"someone else's")
+    path = repo_path / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o600)
+    path.write_bytes(b"not zlib")
+    _plant_ref(repo_path, "refs/tags/damaged", blob)
+    (problem,) = store.verify().problems
+    assert problem.startswith(f"the ref refs/tags/damaged reaches a damaged object: object {blob}")
+    with pytest.raises(gitmem.IntegrityError, match=blob):
+        store.gc(grace=0)
