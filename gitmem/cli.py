@@ -33,7 +33,7 @@ from . import history
 from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
-from .errors import GitMemError, IntegrityError, KeyMissing, UsageError, shown_repr
+from .errors import GitMemError, IntegrityError, KeyMissing, StorageError, UsageError, shown_repr
 from .keysource import (
     ENV_KEY,
     ENV_KEY_FILE,
@@ -174,6 +174,15 @@ class GitMemGroup(click.Group):
             # The reader went away (`gitmem log | head`): stop quietly with git's status.
             _silence_stdout()
             sys.exit(EXIT_BROKEN_PIPE)
+        except OSError as exc:
+            # The environment failed (a full disk, a read-only store), not the command: one
+            # line, no traceback. A write moves its ref last, so nothing is half written.
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            where = f" ({exc.filename})" if exc.filename else ""
+            fail(
+                StorageError(f"the file system refused: {reason}{where}; nothing was changed"),
+                ctx.find_object(CliState),
+            )
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for git in the same case

@@ -131,6 +131,15 @@ class FormatLimitExceeded(GitMemError):
     exit_code = 1
 
 
+class StorageError(GitMemError):
+    """The file system refused a read or write of the store (read-only, full, permissions).
+
+    Nothing was committed; the message names what failed and the system's reason.
+    """
+
+    exit_code = 1
+
+
 class ConflictError(GitMemError):
     """The branch moved under a writer in a way it cannot reconcile."""
 

@@ -116,7 +116,7 @@ class Record:
                 version=str(body["gitmem"]),
                 detail=dict(body.get("detail", {})),
             )
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError):
             raise IntegrityError("a commit record is malformed") from None
         if record.seq < 1:
             raise IntegrityError("a commit record has an invalid sequence number")
@@ -146,7 +146,7 @@ def decode_header(data: bytes) -> tuple[int, int]:
     try:
         body = json.loads(data)
         size, chunks = int(body["size"]), int(body["chunks"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise IntegrityError("a file header is malformed") from None
     if size < 0 or chunks < 0:
         raise IntegrityError("a file header is malformed")
@@ -177,11 +177,14 @@ class StoreMeta:
         """Parse the metadata blob; refuses unknown format versions."""
         try:
             body = json.loads(data)
+            if not isinstance(body, dict):
+                raise TypeError("the metadata is not a JSON object")
             if body.get("gitmem") != "store":
                 raise NoStore("the repository's gitmem metadata is not recognised")
             fmt = int(body["format"])
             meta = cls(fmt, bytes.fromhex(body["store_id"]), base64.b64decode(body["key_check"]))
-        except (ValueError, KeyError, TypeError, binascii.Error):
+        # RecursionError: json.loads recurses once per level of nesting ("[[[[...").
+        except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
             raise IntegrityError("the store's metadata is malformed") from None
         if fmt not in READABLE_VERSIONS:
             raise FormatVersionError(

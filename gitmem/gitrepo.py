@@ -35,6 +35,7 @@ from .errors import (
     IntegrityError,
     LockTimeout,
     NoStore,
+    StorageError,
 )
 from .format import MAX_BLOB_BYTES, MAX_COMMIT_BYTES, MAX_TREE_BYTES
 from .fsutil import (
@@ -245,7 +246,9 @@ class GitRepo:
             otype, data = self._git.odb.read(oid)
         except KeyError:
             raise IntegrityError(f"object {oid} is missing from the repository") from None
-        except (ValueError, pygit2.GitError) as exc:
+        except (ValueError, OSError, pygit2.GitError) as exc:
+            # pygit2 raises OSError for libgit2's OS-class errors: a pack that is truncated,
+            # unreadable or gone while a multi-pack index still names it.
             raise IntegrityError(f"object {oid} is corrupt: {exc}") from None
         if _TYPE_NAMES.get(otype, b"") != found or len(data) != size:
             raise IntegrityError(f"object {oid} is corrupt: it differs from its header")
@@ -482,7 +485,13 @@ class GitRepo:
         """
         lock_path = self.path / LOCK_FILE
         # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
-        fd = open_lock_file(lock_path)
+        try:
+            fd = open_lock_file(lock_path)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write the store at {self.path}: {exc.strerror or exc} (a read-only "
+                "store can still be read); nothing was written"
+            ) from None
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -637,7 +646,14 @@ class GitRepo:
         old_packs = sorted(pack_dir.glob("pack-*.idx")) if pack_dir.is_dir() else []
         new_idx: Path | None = None
         if reachable:
-            new_idx = self._write_pack(reachable, pack_dir)
+            try:
+                new_idx = self._write_pack(reachable, pack_dir)
+            except (OSError, pygit2.GitError) as exc:
+                # A full disk, most likely: the old packs and loose objects are all still there.
+                reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+                raise StorageError(
+                    f"gc could not write the new pack: {reason}; nothing was pruned"
+                ) from None
             packed = _pack_index_oids(new_idx)
             if not packed >= reachable.keys():
                 raise IntegrityError("the new pack lacks reachable objects; nothing was pruned")

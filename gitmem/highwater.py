@@ -82,7 +82,7 @@ class HighWater:
             return Mark(str(body["commit"]), int(body["seq"]))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             # A damaged mark (or a FIFO in its place, which must not block) protects nothing;
             # it is replaced by the next one seen.
             return None
@@ -164,7 +164,7 @@ class KnownStores:
         """The id of the store last seen at ``repo``, or None."""
         try:
             return str(json.loads(read_regular_file(self._file(repo), _STATE_FILE_MAX))["store_id"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def remember(self, repo: Path, store_id: str) -> None:

@@ -144,7 +144,9 @@ class MemoryStore:
         if found is not None and found.meta.format >= 2:
             self.codec.meta_blob = found.blob
         if opts.check_rollback:
-            KnownStores(opts.state_dir).remember(repo.path, keys.store_id.hex())
+            # A read-only state directory must not stop reading; it only records less.
+            with contextlib.suppress(OSError):
+                KnownStores(opts.state_dir).remember(repo.path, keys.store_id.hex())
         self._head: Operation | None = None
         self.limits = opts.limits
         self.secrets: SecretPolicy = opts.secrets
@@ -354,7 +356,7 @@ class MemoryStore:
             return
         if mark is None:
             if op is not None:
-                self.high_water.advance(Mark(op.commit, op.seq))
+                self._advance(Mark(op.commit, op.seq))
             return
         if op is None:
             raise RollbackDetected(
@@ -373,7 +375,17 @@ class MemoryStore:
                 "already seen: the repository was rolled back or replaced; if that is "
                 "intended, run `gitmem accept-head`"
             )
-        self.high_water.advance(Mark(op.commit, op.seq))
+        self._advance(Mark(op.commit, op.seq))
+
+    def _advance(self, mark: Mark) -> None:
+        """Move the high-water mark up to ``mark``, if the state directory can be written.
+
+        A read-only (or full) state directory must not stop reading: the head was checked
+        against the mark already there, and the next read that can record it will.
+        """
+        assert self.high_water is not None
+        with contextlib.suppress(OSError):
+            self.high_water.advance(mark)
 
     def _descends_from(self, op: Operation, mark: Mark) -> bool:
         """True when ``mark``'s commit is an ancestor of ``op``.
@@ -569,8 +581,7 @@ class MemoryStore:
         if self.high_water is not None:
             # The commit is already durable: failing now (a full disk under the state directory)
             # would make the caller redo a write that happened. The next head read catches up.
-            with contextlib.suppress(OSError):
-                self.high_water.advance(Mark(op.commit, op.seq))
+            self._advance(Mark(op.commit, op.seq))
         return op, outcome.result
 
     def _commit(

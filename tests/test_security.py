@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -1096,3 +1097,182 @@ def test_the_size_leak_is_as_documented(tool: GitMemoryTool, repo_path: Path) ->
         stored = min(len(data), len(zlib.compress(data, 6)))
         assert size == stored + 18, (path, size)
     assert size < len(data)  # the long one compressed
+
+
+# -- a damaged disk, a full one, a read-only one: errors, never tracebacks ------------------------
+
+
+def test_a_damaged_pack_under_a_multi_pack_index_is_listed_by_verify(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+) -> None:
+    open_store(repo_path, key, state).gc(grace=0)
+    git(repo_path, "multi-pack-index", "write")
+    # The metadata blob loose as well, so that the store opens and verify has work to do.
+    meta = git(repo_path, "rev-parse", "refs/gitmem/meta").decode().strip()
+    body = pygit2.Repository(str(repo_path))[meta].read_raw()
+    (repo_path / "objects" / meta[:2]).mkdir(exist_ok=True)
+    (repo_path / "objects" / meta[:2] / meta[2:]).write_bytes(
+        zlib.compress(b"blob %d\0" % len(body) + body)
+    )
+    (pack,) = (repo_path / "objects" / "pack").glob("*.pack")
+    pack.chmod(0o600)
+    pack.write_bytes(pack.read_bytes()[: pack.stat().st_size // 2])
+    report = open_store(repo_path, key, state).verify()
+    assert not report.ok and report.problems
+    result = CliRunner().invoke(
+        cli_main,
+        ["--repo", str(repo_path), "verify"],
+        env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)},
+    )
+    assert result.exit_code == 5, result.output
+    assert "Traceback" not in result.output and result.stdout.startswith("problem: ")
+
+
+@contextlib.contextmanager
+def small_filesystem(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` at ``where``, mounted for the test only (root and mount(8) needed)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root; the fault-injecting tests cover this")
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=700", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def _remount(where: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(where)], check=True)
+
+
+def _fill(where: Path) -> None:
+    """Leave no free space on the file system at ``where``."""
+    with (where / "filler").open("wb") as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+
+
+def test_gc_on_a_full_disk_is_a_clear_error_and_loses_nothing(
+    tmp_path: Path, key: str, state: Path
+) -> None:
+    with small_filesystem(tmp_path / "mnt", "4m") as mnt:
+        repo = mnt / "store.git"
+        store = MemoryStore.open(repo, key, create=True, state_dir=state)
+        for i in range(20):
+            store.create(gitmem.parse_path(f"/memories/f{i}.md"), f"file {i}\n" * 200)
+        before = store.files()
+        _fill(mnt)
+        with pytest.raises(gitmem.GitMemError) as info:
+            open_store(repo, key, state).gc(grace=0)
+        assert "nothing was pruned" in str(info.value) or "No space" in str(info.value)
+        result = CliRunner().invoke(
+            cli_main,
+            ["--repo", str(repo), "gc", "--grace", "0s"],
+            env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)},
+        )
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.stderr.startswith("gitmem: error: "), result.output
+        (mnt / "filler").unlink()
+        fresh = open_store(repo, key, state)
+        assert fresh.files() == before
+        assert fresh.verify().ok
+
+
+def test_gc_that_cannot_write_its_pack_is_a_clear_error(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same without root: the pack writer fails as on a full disk."""
+    before = open_store(repo_path, key, state).files()
+
+    def no_space(*_: object, **__: object) -> None:
+        raise pygit2.GitError("failed to write pack: No space left on device")
+
+    monkeypatch.setattr(pygit2.PackBuilder, "write", no_space)
+    with pytest.raises(gitmem.GitMemError) as info:
+        open_store(repo_path, key, state).gc(grace=0)
+    assert str(info.value) == (
+        "gc could not write the new pack: failed to write pack: No space left on device; "
+        "nothing was pruned"
+    )
+    monkeypatch.undo()
+    assert open_store(repo_path, key, state).files() == before
+    assert list(repo_path.glob("gitmem-gc-*")) == []
+
+
+def test_a_read_only_repository_reads_and_refuses_writes_clearly(
+    tmp_path: Path, key: str, state: Path
+) -> None:
+    with small_filesystem(tmp_path / "mnt", "8m") as mnt:
+        repo = mnt / "store.git"
+        tool = GitMemoryTool(repo, key=key, state_dir=state)
+        tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+        tool.call({"command": "create", "path": "/memories/b.md", "file_text": "b\n"})
+        _remount(mnt, "ro")
+        env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)}
+        runner = CliRunner()
+        read = runner.invoke(cli_main, ["--repo", str(repo), "cat", "/memories/a.md"], env=env)
+        assert (read.exit_code, read.stdout) == (0, "a\n"), read.output
+        for command in (["restore", "HEAD~1"], ["gc"], ["expire", "--older-than", "0s"]):
+            wrote = runner.invoke(cli_main, ["--repo", str(repo), *command], env=env)
+            assert wrote.exit_code == 1, (command, wrote.output)
+            assert wrote.stderr.startswith("gitmem: error: "), (command, wrote.output)
+            assert "Read-only file system" in wrote.stderr, wrote.stderr
+        with pytest.raises(ToolError) as refused:
+            GitMemoryTool(repo, key=key, state_dir=state).call(
+                {"command": "create", "path": "/memories/c.md", "file_text": "c\n"}
+            )
+        assert "Read-only file system" in str(refused.value)
+        _remount(mnt, "rw")
+
+
+def test_a_read_only_state_directory_still_allows_reading(
+    tmp_path: Path, key: str, repo_path: Path
+) -> None:
+    with small_filesystem(tmp_path / "mnt", "1m") as mnt:
+        state = mnt / "state"
+        tool = GitMemoryTool(repo_path, key=key, state_dir=state)
+        tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})
+        # Another writer moves the branch on; this client has not seen it yet.
+        GitMemoryTool(repo_path, key=key, check_rollback=False).call(
+            {"command": "create", "path": "/memories/b.md", "file_text": "b\n"}
+        )
+        _remount(mnt, "ro")
+        try:
+            fresh = GitMemoryTool(repo_path, key=key, state_dir=state)
+            assert "1\tb\n" in fresh.call({"command": "view", "path": "/memories/b.md"})
+            elsewhere = tmp_path / "copy.git"
+            shutil.copytree(repo_path, elsewhere)  # a path this client has no record of
+            result = CliRunner().invoke(
+                cli_main,
+                ["--repo", str(elsewhere), "cat", "/memories/a.md"],
+                env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)},
+            )
+            assert (result.exit_code, result.stdout) == (0, "a\n"), result.output
+        finally:
+            _remount(mnt, "rw")
+
+
+def test_a_state_directory_that_cannot_be_written_still_allows_reading(
+    filled: GitMemoryTool, repo_path: Path, key: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same without root: every write under the state directory fails."""
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if str(path).startswith(str(state)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    GitMemoryTool(repo_path, key=key, check_rollback=False).call(
+        {"command": "create", "path": "/memories/new.md", "file_text": "new\n"}
+    )
+    monkeypatch.setattr(os, "open", read_only)
+    store = open_store(repo_path, key, state)
+    assert store.read_text("/memories/new.md") == "new\n"

@@ -783,6 +783,20 @@ def _meta_garbage(v: Victim) -> Expect:
     return Expect("", [], open_error="the store's metadata is malformed")
 
 
+for _name, _body in {
+    "a JSON list": b'["gitmem", "store"]',
+    "a JSON string": b'"store"',
+    "deeply nested JSON": b"[" * 30_000 + b"]" * 30_000,
+    "JSON with a list for the store id": b'{"gitmem": "store", "format": 1, "store_id": [1], '
+    b'"key_check": ""}',
+}.items():
+
+    @case(f"the metadata {_name}")
+    def _meta_json(v: Victim, body: bytes = _body) -> Expect:
+        set_meta(v, body)
+        return Expect("", [], open_error="the store's metadata is malformed")
+
+
 @case("the metadata not a gitmem store's")
 def _meta_foreign(v: Victim) -> Expect:
     body = meta_body(v)
