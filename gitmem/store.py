@@ -259,9 +259,8 @@ class MemoryStore:
                 made = None
             if made and made.store_id.hex() == known:
                 return
-            # `gitmem init` makes a store only where nothing (or an empty directory) is.
-            leftovers = target.is_dir() and any(target.iterdir())
-            then = f"move {target} out of the way, then run" if leftovers else "run"
+            # `gitmem init` makes a store only where `vacant` allows: the advice must work.
+            then = "run" if cls.vacant(target) else f"move {target} out of the way, then run"
             raise RollbackDetected(
                 f"the gitmem store {known} that this client used at {target} is gone or was "
                 f"reset; refusing to start an empty store in its place. If it was removed on "

@@ -39,9 +39,14 @@ def test_a_store_whose_refs_were_deleted_is_refused(repo_path: Path, key: str) -
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "keep\n"})
     git(repo_path, "update-ref", "-d", "refs/heads/main")
     git(repo_path, "update-ref", "-d", "refs/gitmem/meta")
-    with pytest.raises(gitmem.RollbackDetected):
+    with pytest.raises(gitmem.RollbackDetected) as refused:
         gitmem.GitMemoryTool(repo_path, key=key)
     assert git(repo_path, "for-each-ref") == b""
+    # The advice in the error works as given (issue 14: it once advised an init that failed).
+    advised = str(refused.value).split("run `gitmem ", 1)[1].split("`", 1)[0].split()
+    result = CliRunner().invoke(main, advised, env={"GITMEM_KEY": key})
+    assert result.exit_code == 0, result.output
+    assert gitmem.GitMemoryTool(repo_path, key=key).store.files() == {}
 
 
 def test_a_commit_with_too_many_parents_is_an_integrity_error(repo_path: Path, key: str) -> None:
