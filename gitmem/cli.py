@@ -71,12 +71,14 @@ class CliState:
         """The key of ``--key-file``, or None to look in the environment and key files."""
         return None if self.key_file is None else read_key_file(self.key_file)
 
-    def store(self) -> MemoryStore:
-        """Open the store named by ``--repo`` / ``GITMEM_REPO`` (once per invocation)."""
+    def store(self, session: str | None = None) -> MemoryStore:
+        """Open the store named by ``--repo`` / ``GITMEM_REPO`` (once per invocation); its
+        writes are labelled ``session`` (default: :func:`cli_session`).
+        """
         if self._store is None:
             if not self.repo:
                 raise UsageError("no store given: pass --repo PATH or set GITMEM_REPO")
-            self._store = MemoryStore.open(self.repo, self.key(), session=cli_session())
+            self._store = MemoryStore.open(self.repo, self.key(), session=session or cli_session())
         return self._store
 
 
@@ -711,10 +713,7 @@ def _log_json(
     store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool
 ) -> Iterator[str]:
     for op in ops:
-        body = op.to_json()
-        if stat or patch:
-            body["changes"] = [c.to_json(with_diff=patch) for c in history.changes(store, op)]
-        yield json_line(body)
+        yield json_line(history.operation_json(store, op, stat=stat, patch=patch))
 
 
 def _log_text(
@@ -1152,6 +1151,31 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
             click.echo(f"Try: gitmem --repo {repo} log --json")
         else:
             click.echo("\nThe demo store was temporary; `gitmem demo --store PATH` keeps one.")
+
+
+@main.command()
+@click.option(
+    "--session",
+    "session_name",
+    metavar="NAME",
+    help="Label every change with NAME (default: a new mcp-... label per connection).",
+)
+@click.option(
+    "--allow-restore", is_flag=True, help="Also offer the memory_restore tool (off by default)."
+)
+@pass_state
+def mcp(state: CliState, session_name: str | None, allow_restore: bool) -> None:
+    """Serve the memory tool and read-only audit tools to an MCP client over stdio.
+
+    Tools: memory (Claude's memory tool: view, create, str_replace, insert, delete, rename),
+    memory_log, memory_show, memory_blame, memory_sessions, and memory_restore only with
+    --allow-restore. Setup for Claude Code and Claude Desktop: docs/mcp.md.
+    """
+    from .mcp_server import serve_stdio
+    from .store import new_session_label
+
+    store = state.store(session=session_name or "mcp-" + new_session_label())
+    serve_stdio(store, allow_restore=allow_restore)
 
 
 @main.command()

@@ -308,6 +308,18 @@ def changes(
     return diff_trees(store, parent, op.tree, paths)
 
 
+def operation_json(
+    store: MemoryStore, op: Operation, *, stat: bool = False, patch: bool = False
+) -> dict[str, Any]:
+    """``op`` in its documented JSON form; with ``stat`` or ``patch``, plus its ``changes``
+    (each with its ``diff`` when ``patch``), as ``gitmem log --json`` and ``show --json`` print.
+    """
+    body = op.to_json()
+    if stat or patch:
+        body["changes"] = [c.to_json(with_diff=patch) for c in changes(store, op)]
+    return body
+
+
 # -- reading one file -----------------------------------------------------------------------
 
 

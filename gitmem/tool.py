@@ -48,8 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gitmem")
 T = TypeVar("T")
 
-# The fields each command needs, with their types; `view_range` is checked on its own.
-_FIELDS: dict[str, dict[str, type]] = {
+# The fields each command needs, with their types; `view_range` is checked on its own. The MCP
+# server's input schema is made from this table too, so the two cannot disagree.
+COMMAND_FIELDS: dict[str, dict[str, type]] = {
     "view": {"path": str},
     "create": {"path": str, "file_text": str},
     "str_replace": {"path": str, "old_str": str, "new_str": str},
@@ -64,12 +65,12 @@ def check_input(data: object) -> None:
     if not isinstance(data, dict):
         raise ToolError("Error: the memory tool input must be an object")
     command = data.get("command")
-    if not isinstance(command, str) or command not in _FIELDS:
-        known = ", ".join(_FIELDS)
+    if not isinstance(command, str) or command not in COMMAND_FIELDS:
+        known = ", ".join(COMMAND_FIELDS)
         # A bounded echo: a huge or deeply nested value must not come back whole (or blow the
         # recursion limit in repr).
         raise ToolError(f"Error: Unknown command {shown_repr(command, 30)}; use one of: {known}")
-    for name, kind in _FIELDS[command].items():
+    for name, kind in COMMAND_FIELDS[command].items():
         if name not in data:
             raise ToolError(f"Error: the {command} command needs the `{name}` parameter")
         value = data[name]
@@ -235,17 +236,28 @@ class MemoryCommands:
 
 
 def _open(
-    repo: str | os.PathLike[str], key: str | bytes | None, options: StoreOptions
+    repo: str | os.PathLike[str] | MemoryStore,
+    key: str | bytes | None,
+    options: StoreOptions | None,
+    settings: Settings,
 ) -> MemoryStore:
-    return MemoryStore.open(repo, key, create=True, options=options)
+    if isinstance(repo, MemoryStore):
+        if key is not None or options is not None or settings:
+            # An open store already has its key, session label and safeguards; silently
+            # ignoring a different one would label or limit writes other than asked.
+            raise TypeError("an open MemoryStore carries its own options: pass only the store")
+        return repo
+    return MemoryStore.open(repo, key, create=True, options=StoreOptions.of(options, **settings))
 
 
 class GitMemoryTool(BetaAbstractMemoryTool):
     """Claude's memory tool backed by an encrypted git store; a drop-in for the SDK's tools.
 
-    ``repo`` is a bare repository path, created on first use. ``key`` is the text from
-    :func:`gitmem.generate_key` (or 32 bytes); when None it comes from ``GITMEM_KEY``, then the
-    file named by ``GITMEM_KEY_FILE``, then the per-user key file of an existing store.
+    ``repo`` is a bare repository path, created on first use, or an open
+    :class:`~gitmem.MemoryStore` (which brings its own key and options: pass no other then).
+    ``key`` is the text from :func:`gitmem.generate_key` (or 32 bytes); when None it comes from
+    ``GITMEM_KEY``, then the file named by ``GITMEM_KEY_FILE``, then the per-user key file of an
+    existing store.
     ``options`` (:class:`gitmem.StoreOptions`) and the keyword ``settings`` over it say how the
     store is used: ``session`` labels every commit this instance makes (unique per instance
     when None); ``lock_timeout`` and ``state_dir``; ``limits`` caps file, store and ``view``
@@ -255,7 +267,7 @@ class GitMemoryTool(BetaAbstractMemoryTool):
 
     def __init__(
         self,
-        repo: str | os.PathLike[str],
+        repo: str | os.PathLike[str] | MemoryStore,
         *,
         key: str | bytes | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
@@ -263,7 +275,7 @@ class GitMemoryTool(BetaAbstractMemoryTool):
         **settings: Unpack[Settings],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, StoreOptions.of(options, **settings))
+        self.store = _open(repo, key, options, settings)
         self._commands = MemoryCommands(self.store)
 
     @property
@@ -311,7 +323,7 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
 
     def __init__(
         self,
-        repo: str | os.PathLike[str],
+        repo: str | os.PathLike[str] | MemoryStore,
         *,
         key: str | bytes | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
@@ -319,7 +331,7 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
         **settings: Unpack[Settings],
     ) -> None:
         super().__init__(cache_control=cache_control)
-        self.store = _open(repo, key, StoreOptions.of(options, **settings))
+        self.store = _open(repo, key, options, settings)
         self._commands = MemoryCommands(self.store)
 
     @property
@@ -368,4 +380,10 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
         return await self._run(lambda: self._commands.rename(command.old_path, command.new_path))
 
 
-__all__ = ["AsyncGitMemoryTool", "GitMemoryTool", "MemoryCommands", "check_input"]
+__all__ = [
+    "COMMAND_FIELDS",
+    "AsyncGitMemoryTool",
+    "GitMemoryTool",
+    "MemoryCommands",
+    "check_input",
+]
