@@ -1,24 +1,31 @@
 """An agent whose memory is a gitmem store: the SDK's tool runner with GitMemoryTool.
 
-Run it with ``python examples/agent_with_memory.py [STORE]``. With ``ANTHROPIC_API_KEY`` set it
-asks Claude; without, a scripted stand-in for the Messages API on 127.0.0.1 answers instead, so
-the example runs offline. The store's key comes from ``GITMEM_KEY`` (a new one is generated and
-printed to stderr when unset — save it, or the memory cannot be read again).
+Run it with ``python examples/agent_with_memory.py [STORE]`` (default ``agent-memory.git``), as
+often as you like: each run is one session that checks its memory and keeps a fact in it.
+
+The key: the first run creates the store with :func:`gitmem.init_store`, which saves a new key
+once to an owner-only file in ``~/.config/gitmem/keys/`` (exactly as ``gitmem init`` does), and
+every later run finds it there. If you set ``GITMEM_KEY`` (the key text) or ``GITMEM_KEY_FILE``
+(an owner-only file holding it) before the first run, that key is used instead and nothing is
+saved: keep setting it. A store made with ``gitmem init`` works as it is.
+
+With ``ANTHROPIC_API_KEY`` set it asks Claude; without, a scripted stand-in for the Messages API
+on 127.0.0.1 answers instead (labelled ``scripted-stand-in``), so the example runs offline.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import anthropic
 
 import gitmem
-from gitmem.demo.scripted_api import Script, ScriptedAPI, memory_call, text
+from gitmem.scripted_agents import NOTE_PROMPT, NoteModel
+from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
 
-PROMPT = "Check your memory for my preferences, then remember that I prefer tea to coffee."
+PROMPT = NOTE_PROMPT.format(path="/memories/preferences.md", fact="I prefer tea to coffee.")
 
 
 def ask(client: anthropic.Anthropic, memory: gitmem.GitMemoryTool, model: str) -> str:
@@ -33,33 +40,23 @@ def ask(client: anthropic.Anthropic, memory: gitmem.GitMemoryTool, model: str) -
     return "".join(block.text for block in final.content if block.type == "text")
 
 
-def offline_script() -> Script:
-    """What a model might do with the prompt, played back by the local stand-in."""
-    return Script(
-        [memory_call("view", path="/memories")],
-        [memory_call("create", path="/memories/preferences.md", file_text="- prefers tea\n")],
-        [text("Noted: you prefer tea.")],
-    )
-
-
-def main() -> int:
-    store = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "memory.git"
-    key = os.environ.get("GITMEM_KEY")
-    if key is None:
-        key = gitmem.generate_key()
-        print(f"New store key (keep it secret and safe): {key}", file=sys.stderr)
-    memory = gitmem.GitMemoryTool(store, key=key, session="example")
+def main(argv: list[str]) -> int:
+    store = Path(argv[1] if len(argv) > 1 else "agent-memory.git")
+    if not store.exists():
+        gitmem.init_store(store)
+    memory = gitmem.GitMemoryTool(store)  # a new session label for this run
     if os.environ.get("ANTHROPIC_API_KEY"):
         with anthropic.Anthropic() as client:
             answer = ask(client, memory, "claude-sonnet-5-5")
     else:
-        with ScriptedAPI(offline_script()) as api, api.client() as client:
-            answer = ask(client, memory, "scripted-stand-in")
+        with ScriptedAPI(NoteModel()) as api, api.client() as client:
+            answer = ask(client, memory, STAND_IN_MODEL)
     print(answer)
+    print(f"This run's session: {memory.session}")
     for op in memory.store.log():
-        print(op.seq, op.session, op.command, *op.paths)
+        print(op.seq, op.command, *op.paths)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -14,7 +14,7 @@ import gitmem
 from gitmem import parse_path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     key = gitmem.generate_key()
     with tempfile.TemporaryDirectory() as tmp:
         store = gitmem.MemoryStore.open(
@@ -40,4 +40,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

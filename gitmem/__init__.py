@@ -22,6 +22,7 @@ from .errors import (
     WrongKey,
 )
 from .expiry import ExpiryResult, FileAge, parse_duration
+from .initstore import NewStore, init_store
 from .limits import LimitExceeded, Limits
 from .options import StoreOptions
 from .paths import MemoryPath
@@ -59,6 +60,7 @@ __all__ = [
     "LockTimeout",
     "MemoryPath",
     "MemoryStore",
+    "NewStore",
     "NoStore",
     "NotAFile",
     "NotFound",
@@ -73,6 +75,7 @@ __all__ = [
     "WrongKey",
     "__version__",
     "generate_key",
+    "init_store",
     "parse_duration",
     "parse_path",
 ]

@@ -34,11 +34,11 @@ from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
 from .errors import GitMemError, IntegrityError, KeyMissing, StorageError, UsageError, shown_repr
+from .initstore import init_store
 from .keysource import (
     ENV_KEY,
     ENV_KEY_FILE,
     read_key_file,
-    resolve_key,
     user_key_path,
     write_key_file,
 )
@@ -504,24 +504,23 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
         )
     if print_key and state.key_file is not None:
         raise UsageError("give --print-key or --key-file, not both")
-    # A key the user already has is used, not replaced: the store must open with it.
-    env_key = ENV_KEY if os.environ.get(ENV_KEY) else None
-    env_key = env_key or (ENV_KEY_FILE if os.environ.get(ENV_KEY_FILE) else None)
     key_path = state.key_file
-    if key_path is not None and key_path.exists():
-        key, source = read_key_file(key_path), f"Key: the one in {key_path}"
-    elif key_path is not None:
-        key, source = decode_key(generate_key()), f"Key saved to {key_path} (owner-only)."
-        write_key_file(key_path, key)  # before the store: never a store without its key saved
-    elif env_key is not None:
-        key, source = resolve_key(None, None), f"Key: the one in {env_key} (not saved elsewhere)"
+    if key_path is not None:
+        if key_path.exists():
+            key, source = read_key_file(key_path), f"Key: the one in {key_path}"
+        else:
+            key, source = decode_key(generate_key()), f"Key saved to {key_path} (owner-only)."
+            write_key_file(key_path, key)  # before the store: never a store without its key saved
+        store = MemoryStore.init(target, key)
     else:
-        key, source = decode_key(generate_key()), ""
-    store = MemoryStore.init(target, key)
-    if not source and not print_key:
-        key_path = user_key_path(store.store_id)
-        write_key_file(key_path, key)
-        source = f"Key saved to {key_path} (owner-only)."
+        # A key the user already has in the environment is used, not replaced (init_store).
+        made = init_store(target, save_key=not print_key)
+        store, key, key_path = made.store, made.key, made.key_file
+        source = {
+            "file": f"Key saved to {key_path} (owner-only).",
+            ENV_KEY: f"Key: the one in {ENV_KEY} (not saved elsewhere)",
+            ENV_KEY_FILE: f"Key: the one in {ENV_KEY_FILE} (not saved elsewhere)",
+        }.get(made.key_source, "")
     if as_json:
         body: dict[str, Any] = {
             "store": str(target),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ from click.testing import CliRunner
 
 import gitmem
 from gitmem.cli import main
+from gitmem.scripted_agents import NoteModel
+from gitmem.scripted_api import API_KEY, ScriptedAPI
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -63,3 +68,42 @@ def demo_store(repo: Path) -> None:
     key = key_file.read_text().strip()
     with open("/dev/null", "w") as sink:
         run_store_demo(repo, key, out=sink)
+
+
+def python_block(after_heading: str) -> str:
+    section = README.split(after_heading, 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    return block.group(1)
+
+
+def test_the_python_quick_start_runs_twice_on_one_store(tmp_path: Path) -> None:
+    """As written, on a fresh machine (the key kept between runs), against the local stand-in."""
+    script = tmp_path / "quickstart.py"
+    script.write_text(python_block("## Quick start (Python)"))
+    with ScriptedAPI(NoteModel()) as api:
+        env = {
+            **{k: v for k, v in os.environ.items() if "proxy" not in k.lower()},
+            "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": api.base_url,
+            "NO_PROXY": "127.0.0.1",
+        }
+        runs = [
+            subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            for _ in range(2)
+        ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert runs[0].stdout == "Remembered in /memories/preferences.md: I prefer tea.\n"
+    assert runs[1].stdout == "I already had that in /memories/preferences.md: I prefer tea.\n"
+    store = gitmem.MemoryStore.open(tmp_path / "agent-memory.git")  # the key from its file
+    assert store.read_text(gitmem.parse_path("/memories/preferences.md")) == "- I prefer tea.\n"
+    assert [op.command for op in store.log()] == ["create"]

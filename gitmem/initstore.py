@@ -1,0 +1,58 @@
+"""Creating a store together with a key kept safely, as ``gitmem init`` does.
+
+The key is the one already in ``GITMEM_KEY`` / ``GITMEM_KEY_FILE`` when either is set (so the
+store opens with it later), else a new one, saved once to the per-user key file (owner-only),
+where every later open of the store finds it by the store's id. Nothing here prints a key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .crypto import decode_key, generate_key
+from .errors import UsageError
+from .keysource import ENV_KEY, ENV_KEY_FILE, resolve_key, user_key_path, write_key_file
+from .store import MemoryStore
+
+
+@dataclass(frozen=True)
+class NewStore:
+    """A store :func:`init_store` made, and where its key is kept."""
+
+    store: MemoryStore
+    key: bytes
+    key_source: str
+    """``GITMEM_KEY`` or ``GITMEM_KEY_FILE`` (the key came from there), else ``file`` or
+    ``none`` (a new key, saved to ``key_file`` or, with ``save_key=False``, nowhere)."""
+    key_file: Path | None
+
+
+def init_store(path: str | os.PathLike[str], *, save_key: bool = True) -> NewStore:
+    """Create a store at ``path`` (absent or an empty directory) with a key that outlives the run.
+
+    Raises :class:`UsageError` when ``path`` exists and is not an empty directory.
+    """
+    target = Path(path)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} already exists and is not empty")
+    source = (
+        ENV_KEY
+        if os.environ.get(ENV_KEY)
+        else ENV_KEY_FILE
+        if os.environ.get(ENV_KEY_FILE)
+        else None
+    )
+    key = resolve_key(None, None) if source else decode_key(generate_key())
+    store = MemoryStore.init(target, key)
+    if source is not None:
+        return NewStore(store, key, source, None)
+    if not save_key:
+        return NewStore(store, key, "none", None)
+    key_path = user_key_path(store.store_id)
+    write_key_file(key_path, key)
+    return NewStore(store, key, "file", key_path)
+
+
+__all__ = ["NewStore", "init_store"]
