@@ -24,7 +24,10 @@ from gitmem.scripted_api import Conversation, JSONDict, ToolExchange, memory_cal
 __all__ = [
     "CHECK_TOOL",
     "NOTE_PROMPT",
+    "RESEARCH_NOTES",
+    "RESEARCH_PROMPT",
     "NoteModel",
+    "ResearchModel",
     "VerifyingProgressModel",
     "note_target",
 ]
@@ -104,3 +107,81 @@ class VerifyingProgressModel(ProgressLogModel):
                 if not (checks[-1].result or "").startswith("PASS"):
                     return [text(f"'{feature}' failed its check; it stays unticked.")]
         return super()._work(exchanges, paths)
+
+
+RESEARCH_PROMPT = """\
+Read each of these documents with read_document, one at a time: {names}. After reading each \
+one, and before reading the next, append its key finding as one line "- NAME: FINDING" to \
+/memories/research.md (create it with a "# Findings" line first if it is missing). Older tool \
+results are cleared from your context as you go and the conversation may be compacted, so keep \
+every finding in memory and check memory to see where you are. When every document has its \
+line, view /memories/research.md and answer with the findings."""
+"""The task :class:`ResearchModel` carries out (Claude understands it too)."""
+
+RESEARCH_NOTES = "/memories/research.md"
+_NAMES = re.compile(r"one at a time: (.+?)\. After")
+
+
+class ResearchModel:
+    """Reads documents one by one and keeps each finding in memory, as ``RESEARCH_PROMPT`` asks.
+
+    Everything it knows comes from what is still in its context: after context editing clears a
+    document, or compaction leaves only a summary, it finds its progress in memory again.
+    """
+
+    def __call__(self, conversation: Conversation, /) -> Sequence[JSONDict]:
+        """The next assistant turn for ``conversation``."""
+        match = _NAMES.search(conversation.user_prompt())
+        if match is None:
+            return [text("I see no documents to read.")]
+        names = [name.strip() for name in match.group(1).split(",")]
+        exchanges = conversation.tool_exchanges()
+        latest = conversation.latest_exchanges()
+        failed = [e for e in latest if e.is_error and e.input.get("path") != RESEARCH_NOTES]
+        if failed:
+            return [text(f"Stopping: `{failed[0].command or failed[0].name}` failed.")]
+        if _result(exchanges, "view", "/memories") is None:
+            return [
+                text("Checking memory for earlier progress."),
+                memory_call("view", path="/memories"),
+            ]
+        notes = [
+            e for e in exchanges if e.name == "memory" and e.input.get("path") == RESEARCH_NOTES
+        ]
+        if not notes:
+            return [memory_call("view", path=RESEARCH_NOTES)]
+        # The newest full view of the notes (or their creation); inserts after it add lines.
+        last_state = max(
+            (i for i, e in enumerate(notes) if e.command in ("create", "view") and not e.is_error),
+            default=None,
+        )
+        if last_state is None:
+            return [memory_call("create", path=RESEARCH_NOTES, file_text="# Findings\n")]
+        known = notes[last_state]
+        lines = (
+            ["# Findings"]
+            if known.command == "create"
+            else [line for _, line in _numbered_lines(known.result or "") if line.strip()]
+        )
+        lines += [
+            str(e.input.get("insert_text", "")) for e in notes[last_state + 1 :] if not e.is_error
+        ]
+        noted = {line[2:].split(":", 1)[0] for line in lines if line.startswith("- ")}
+        todo = [name for name in names if name not in noted]
+        if not todo:
+            if known.command == "view" and last_state == len(notes) - 1 and latest == [known]:
+                findings = "\n".join(line for line in lines if line.startswith("- "))
+                return [text(f"All {len(names)} findings, from memory:\n{findings}")]
+            return [memory_call("view", path=RESEARCH_NOTES)]
+        read = [e for e in latest if e.name == "read_document" and e.input.get("name") == todo[0]]
+        if read and read[0].result and "Key finding:" in read[0].result:
+            finding = read[0].result.split("Key finding:", 1)[1].strip().splitlines()[0]
+            return [
+                memory_call(
+                    "insert",
+                    path=RESEARCH_NOTES,
+                    insert_line=len(lines),
+                    insert_text=f"- {todo[0]}: {finding}",
+                )
+            ]
+        return [tool_use("read_document", {"name": todo[0]})]

@@ -100,3 +100,55 @@ def test_audit_and_restore_example(capfd: pytest.CaptureFixture[str]) -> None:
     assert [line.split()[3] for line in lines[1:4]] == ["delete", "insert", "create"]
     assert lines[5:7] == ["- the build uses ./init.sh", "- tests: pytest -q"]
     assert lines[7] == "verify: 4 commits, 9 objects, ok=True"
+
+
+def test_async_agent_runs_conversations_at_once_on_one_store(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "async.git"
+    first = run("async_agent", capfd, str(store))
+    assert [line.split(" in ")[0] for line in first[:3]] == ["Remembered"] * 3
+    assert first[3] == "3 commits; files:"
+    second = run("async_agent", capfd, str(store))
+    assert [line.split(" in ")[0] for line in second[:3]] == ["I already had that"] * 3
+    assert second[3:] == first[3:]
+    memory = gitmem.MemoryStore.open(store)
+    assert sorted(op.session for op in memory.log()) == [
+        "topic-python",
+        "topic-release",
+        "topic-style",
+    ]
+    assert memory.verify().ok
+
+
+def test_bad_session_rollback_finds_and_undoes_the_injected_session(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "rollback.git"
+    for _ in range(2):
+        lines = run("bad_session_rollback", capfd, str(store))
+        blame = lines[lines.index("$ gitmem blame /memories/project.md") + 1 :][:2]
+        assert all("(web-research " in line for line in blame)
+        assert "upload .env" in blame[1]
+        patch = lines[lines.index("$ gitmem log --session web-research -n 2 -p") :]
+        assert any(line.startswith("+- IMPORTANT standing instruction") for line in patch)
+        assert lines[-1] == "- " + load("bad_session_rollback").FACT
+    memory = gitmem.MemoryStore.open(store)
+    commands = [(op.session, op.command) for op in memory.log()]
+    assert commands[0] == ("cli", "restore")  # the undo is a new commit; history is kept
+    assert ("web-research", "insert") in commands
+    assert "IMPORTANT" not in memory.read_text(gitmem.parse_path("/memories/project.md"))
+
+
+def test_context_editing_keeps_what_was_cleared_in_memory(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "research.git"
+    first = run("context_editing", capfd, str(store))
+    assert any(line.startswith("context editing: ") for line in first)
+    assert "compaction: the conversation so far was replaced by a summary" in first
+    assert first[-1] == "findings in memory: 6 of 6; in the answer: 6"
+    second = run("context_editing", capfd, str(store))  # finds everything in memory already
+    assert second[-1] == first[-1]
+    notes = gitmem.MemoryStore.open(store).read_text(gitmem.parse_path("/memories/research.md"))
+    assert len(notes.splitlines()) == 1 + 6  # each finding once, across both runs

@@ -430,3 +430,61 @@ def test_the_demo_model_stops_on_a_tool_error(tmp_path: Path) -> None:
     assert transcript.answer.startswith("Stopping: `view` failed: The path /memories/features.md")
     last_reply = api.requests[-1].response
     assert last_reply is not None and last_reply["stop_reason"] == "end_turn"
+
+
+def _use(id_: str, name: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id_, "name": name, "input": {}}
+
+
+def _result_block(id_: str, content: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": id_, "content": content}
+
+
+def test_context_editing_clears_old_tool_results_but_never_excluded_tools() -> None:
+    from gitmem.scripted_api import CLEARED_TOOL_RESULT, apply_context_management
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i, name in enumerate(["read", "memory", "read", "memory", "read"]):
+        history.append({"role": "assistant", "content": [_use(f"t{i}", name)]})
+        history.append({"role": "user", "content": [_result_block(f"t{i}", f"{name} {i}" * 50)]})
+    config = {
+        "edits": [
+            {
+                "type": "clear_tool_uses_20250919",
+                "trigger": {"type": "tool_uses", "value": 3},
+                "keep": {"type": "tool_uses", "value": 1},
+                "exclude_tools": ["memory"],
+            }
+        ]
+    }
+    edits = apply_context_management(history, config)
+    results = [m["content"][0]["content"] for m in edits.messages[2::2]]
+    cleared = [{"type": "text", "text": CLEARED_TOOL_RESULT}]
+    assert results[0] == cleared and results[2] == cleared  # the two older reads
+    assert results[1] == "memory 1" * 50 and results[3] == "memory 3" * 50
+    assert results[4] == "read 4" * 50  # the newest read is kept
+    assert [e["cleared_tool_uses"] for e in edits.applied] == [2]
+    assert history[2]["content"][0]["content"] == "read 0" * 50
+
+
+def test_compaction_summarises_and_later_turns_start_from_the_summary() -> None:
+    from gitmem.scripted_api import apply_context_management
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "the task " + "x" * 400}]
+    config = {
+        "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50}}]
+    }
+    edits = apply_context_management(history, config)
+    assert edits.summary is not None and "the task" in edits.summary
+    later: list[dict[str, Any]] = [
+        *history,
+        {
+            "role": "assistant",
+            "content": [{"type": "compaction", "content": edits.summary}, _use("a", "m")],
+        },
+        {"role": "user", "content": [_result_block("a", "ok")]},
+    ]
+    seen = apply_context_management(later, None).messages
+    assert seen[0] == {"role": "user", "content": [{"type": "text", "text": edits.summary}]}
+    assert seen[1]["content"] == [_use("a", "m")]
+    assert len(seen) == 3

@@ -38,8 +38,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY",
+    "CLEARED_TOOL_RESULT",
+    "COMPACTION_SUMMARY",
     "STAND_IN_MODEL",
     "THREADS_BETA",
+    "ContextEdits",
     "Conversation",
     "RecordedRequest",
     "Script",
@@ -47,6 +50,8 @@ __all__ = [
     "ScriptedAPI",
     "ScriptedModel",
     "ToolExchange",
+    "apply_context_management",
+    "estimated_tokens",
     "memory_call",
     "text",
     "tool_result_text",
@@ -265,6 +270,128 @@ class RecordedRequest:
         return bool((self.body or {}).get("stream"))
 
 
+# --- context management (context editing and compaction) ------------------------------------
+
+CLEARED_TOOL_RESULT = "[cleared by context editing]"
+"""What the stand-in shows the model in place of a tool result that context editing cleared."""
+
+COMPACTION_SUMMARY = (
+    "Summary of the conversation so far (compacted; {count} earlier messages are no longer in "
+    "context). The task, as the user gave it:\n\n{prompt}"
+)
+"""The stand-in's compaction summary: it keeps the task, and nothing of the work done."""
+
+
+def estimated_tokens(messages: Sequence[JSONDict]) -> int:
+    """The stand-in's input token count of ``messages``: one token per 4 characters of JSON."""
+    return len(json.dumps(list(messages))) // 4
+
+
+@dataclass
+class ContextEdits:
+    """What `context_management` made of one turn's history, as the model is shown it."""
+
+    messages: list[JSONDict]
+    applied: list[JSONDict] = field(default_factory=list)
+    """The `applied_edits` of the reply."""
+    summary: str | None = None
+    """The compaction this turn made (sent first in the reply), if any."""
+    requested: bool = False
+
+
+def apply_context_management(messages: Sequence[JSONDict], config: object) -> ContextEdits:
+    """The history the model sees under `config` (the request's `context_management`).
+
+    History before the last `compaction` block is replaced by its summary, as the API does.
+    Then each edit's trigger is measured on that history (an approximation: the API's exact
+    order and arithmetic are its own) and the edits that fire are applied:
+    `compact_20260112` replaces everything with a new summary; `clear_tool_uses_20250919`
+    replaces the results of all but the newest `keep` tool uses (of tools not in
+    `exclude_tools`) with `CLEARED_TOOL_RESULT`, if that clears at least `clear_at_least`.
+    """
+    visible = _after_compaction(messages)
+    edits = ContextEdits(messages=visible, requested=isinstance(config, dict))
+    raw_edits = config.get("edits") if isinstance(config, dict) else None
+    if not isinstance(raw_edits, list):
+        return edits
+    tokens = estimated_tokens(visible)
+    for edit in cast("list[JSONDict]", raw_edits):
+        kind = edit.get("type")
+        if kind == "compact_20260112":
+            if tokens >= _amount(edit.get("trigger"), "input_tokens", 150_000):
+                prompt = Conversation(tuple(visible), None, (), "", None).user_prompt()
+                edits.summary = COMPACTION_SUMMARY.format(count=len(visible), prompt=prompt)
+                edits.messages = [{"role": "user", "content": [text(edits.summary)]}]
+                return edits
+        elif kind == "clear_tool_uses_20250919":
+            cleared = _clear_tool_uses(edits.messages, edit, tokens)
+            if cleared is not None:
+                edits.messages, applied = cleared
+                edits.applied.append(applied)
+    return edits
+
+
+def _amount(spec: object, unit: str, default: int) -> int:
+    if isinstance(spec, dict) and spec.get("type") == unit and isinstance(spec.get("value"), int):
+        return int(spec["value"])
+    return default if not isinstance(spec, dict) else 1 << 62
+
+
+def _after_compaction(messages: Sequence[JSONDict]) -> list[JSONDict]:
+    for index in range(len(messages) - 1, -1, -1):
+        blocks = _blocks(messages[index])
+        summaries = [b for b in blocks if b.get("type") == "compaction" and b.get("content")]
+        if summaries:
+            rest = [b for b in blocks if b.get("type") != "compaction"]
+            head: list[JSONDict] = [
+                {"role": "user", "content": [text(str(summaries[-1]["content"]))]}
+            ]
+            if rest:
+                head.append({**messages[index], "content": rest})
+            return copy.deepcopy([*head, *messages[index + 1 :]])
+    return copy.deepcopy(list(messages))
+
+
+def _clear_tool_uses(
+    messages: list[JSONDict], edit: JSONDict, tokens: int
+) -> tuple[list[JSONDict], JSONDict] | None:
+    trigger = edit.get("trigger") or {"type": "input_tokens", "value": 100_000}
+    uses = [
+        block
+        for message in messages
+        if message.get("role") == "assistant"
+        for block in _blocks(message)
+        if block.get("type") == "tool_use"
+    ]
+    fired = (
+        len(uses) >= _amount(trigger, "tool_uses", 0)
+        if isinstance(trigger, dict) and trigger.get("type") == "tool_uses"
+        else tokens >= _amount(trigger, "input_tokens", 100_000)
+    )
+    if not fired:
+        return None
+    excluded = set(edit.get("exclude_tools") or ())
+    keep = _amount(edit.get("keep"), "tool_uses", 3)
+    clearable = [str(b.get("id")) for b in uses if b.get("name") not in excluded]
+    targets = set(clearable[: max(len(clearable) - keep, 0)])
+    cleared_uses = cleared_tokens = 0
+    for message in messages:
+        for block in _blocks(message):
+            if block.get("type") != "tool_result" or str(block.get("tool_use_id")) not in targets:
+                continue
+            cleared_uses += 1
+            cleared_tokens += len(json.dumps(block.get("content"))) // 4
+            block["content"] = [text(CLEARED_TOOL_RESULT)]
+    if cleared_uses == 0 or cleared_tokens < _amount(edit.get("clear_at_least"), "input_tokens", 0):
+        return None
+    applied = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": cleared_uses,
+        "cleared_input_tokens": cleared_tokens,
+    }
+    return messages, applied
+
+
 # --- the server --------------------------------------------------------------------------------
 
 
@@ -285,6 +412,7 @@ class _Thread:
     history: list[JSONDict]
     last_message_id: str | None = None
     in_flight: bool = False
+    context_management: object = None
 
 
 @dataclass
@@ -292,6 +420,7 @@ class _Turn:
     conversation: Conversation
     thread: _Thread | None
     new_messages: list[JSONDict] = field(default_factory=list)
+    edits: ContextEdits | None = None
 
 
 class ScriptedAPI:
@@ -430,14 +559,15 @@ class ScriptedAPI:
         spec = body.get("thread")
         if spec is None:
             _check_history(new_messages)
+            edits = apply_context_management(new_messages, body.get("context_management"))
             conversation = Conversation(
-                messages=tuple(new_messages),
+                messages=tuple(edits.messages),
                 system=body.get("system"),
                 tools=tuple(body.get("tools") or ()),
                 requested_model=str(body["model"]),
                 thread_id=None,
             )
-            return _Turn(conversation, None)
+            return _Turn(conversation, None, edits=edits)
 
         betas = {b.strip() for b in headers.get("anthropic-beta", "").split(",")}
         if THREADS_BETA not in betas:
@@ -459,22 +589,26 @@ class ScriptedAPI:
                     system=body.get("system"),
                     tools=list(body.get("tools") or ()),
                     history=[],
+                    context_management=body.get("context_management"),
                 )
             else:
                 thread = self._continued_thread(spec, body)
+                if "context_management" in body:
+                    thread.context_management = body["context_management"]
             history = [*thread.history, *new_messages]
             _check_history(history)
             if spec["type"] == "create":
                 self._threads[thread.id] = thread
             thread.in_flight = True
+            edits = apply_context_management(history, thread.context_management)
         conversation = Conversation(
-            messages=tuple(copy.deepcopy(history)),
+            messages=tuple(copy.deepcopy(edits.messages)),
             system=copy.deepcopy(thread.system),
             tools=tuple(copy.deepcopy(thread.tools)),
             requested_model=str(body["model"]),
             thread_id=thread.id,
         )
-        return _Turn(conversation, thread, new_messages)
+        return _Turn(conversation, thread, new_messages, edits)
 
     def _continued_thread(self, spec: JSONDict, body: JSONDict) -> _Thread:
         previous = spec.get("previous_message_id")
@@ -524,18 +658,23 @@ class ScriptedAPI:
                 self._errors.append(exc)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             raise _APIError(500, "api_error", f"the scripted model failed: {detail}") from exc
+        edits = turn.edits
+        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        if edits is not None and edits.summary is not None:
+            # What the server compacted comes back first, for the client to send back in its place.
+            blocks.insert(0, {"type": "compaction", "content": edits.summary})
         message: JSONDict = {
             "id": self._next_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": STAND_IN_MODEL,
             "content": blocks,
-            "stop_reason": "tool_use"
-            if any(b["type"] == "tool_use" for b in blocks)
-            else "end_turn",
+            "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
+        if edits is not None and edits.requested:
+            message["context_management"] = {"applied_edits": edits.applied}
         self._end_turn(turn, message)
         return message
 
@@ -621,6 +760,8 @@ def _stream_events(message: JSONDict) -> Iterator[tuple[str, JSONDict]]:
         if block["type"] == "text":
             skeleton: JSONDict = {"type": "text", "text": "", "citations": None}
             delta: JSONDict = {"type": "text_delta", "text": block["text"]}
+        elif block["type"] == "compaction":
+            skeleton, delta = block, {"type": "compaction_delta", "content": None}
         else:
             skeleton = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
