@@ -15,15 +15,13 @@ on 127.0.0.1 answers instead (labelled ``scripted-stand-in``), so the example ru
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import anthropic
 
 import gitmem
-from gitmem.scripted_agents import NOTE_PROMPT, NoteModel
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.scripted_agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
 
 PROMPT = NOTE_PROMPT.format(path="/memories/preferences.md", fact="I prefer tea to coffee.")
 
@@ -45,12 +43,8 @@ def main(argv: list[str]) -> int:
     if not store.exists():
         gitmem.init_store(store)
     memory = gitmem.GitMemoryTool(store)  # a new session label for this run
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        with anthropic.Anthropic() as client:
-            answer = ask(client, memory, "claude-sonnet-5-5")
-    else:
-        with ScriptedAPI(NoteModel()) as api, api.client() as client:
-            answer = ask(client, memory, STAND_IN_MODEL)
+    with claude_or_stand_in(NoteModel()) as (client, model):
+        answer = ask(client, memory, model)
     print(answer)
     print(f"This run's session: {memory.session}")
     for op in memory.store.log():

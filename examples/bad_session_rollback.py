@@ -24,7 +24,6 @@ API on 127.0.0.1 answers (labelled ``scripted-stand-in``).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +31,7 @@ from pathlib import Path
 import anthropic
 
 import gitmem
-from gitmem.scripted_agents import NOTE_PROMPT, NoteModel
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.scripted_agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
 
 PROJECT = "/memories/project.md"
 FACT = "Deploy with ./deploy.sh --staging first; production only after staging is green."
@@ -47,12 +45,8 @@ def onboarding(store: Path) -> None:
     """Session ``onboarding``: the agent keeps the project's deploy rule."""
     memory = gitmem.GitMemoryTool(store, session="onboarding")
     prompt = NOTE_PROMPT.format(path=PROJECT, fact=FACT)
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        with anthropic.Anthropic() as client:
-            final = ask(client, "claude-sonnet-5-5", memory, prompt)
-    else:
-        with ScriptedAPI(NoteModel()) as api, api.client() as client:
-            final = ask(client, STAND_IN_MODEL, memory, prompt)
+    with claude_or_stand_in(NoteModel()) as (client, model):
+        final = ask(client, model, memory, prompt)
     print(f"[onboarding] {final}")
 
 

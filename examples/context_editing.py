@@ -30,19 +30,19 @@ itself by an approximation of the API's rules (tokens counted as characters / 4)
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import anthropic
 from anthropic import beta_tool
 from anthropic.types.beta import BetaContextManagementConfigParam
 
 import gitmem
-from gitmem.scripted_agents import RESEARCH_NOTES, RESEARCH_PROMPT, ResearchModel
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.scripted_agents import (
+    RESEARCH_NOTES,
+    RESEARCH_PROMPT,
+    ResearchModel,
+    claude_or_stand_in,
+)
 
 DOCUMENTS = {
     "alpha": "the cache hit rate doubles when keys are normalised first",
@@ -82,24 +82,13 @@ def read_document(name: str) -> str:
     return f"# Document {name}\n\n{body.format(*range(600))}\n\nKey finding: {finding}\n"
 
 
-@contextlib.contextmanager
-def messages_api() -> Iterator[tuple[anthropic.Anthropic, str]]:
-    """Claude when ANTHROPIC_API_KEY is set, else the local scripted stand-in; and the model."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        with anthropic.Anthropic() as client:
-            yield client, "claude-sonnet-5-5"
-    else:
-        with ScriptedAPI(ResearchModel()) as api, api.client() as client:
-            yield client, STAND_IN_MODEL
-
-
 def main(argv: list[str]) -> int:
     store = Path(argv[1] if len(argv) > 1 else "research-memory.git")
     if not store.exists():
         gitmem.init_store(store)
     memory = gitmem.GitMemoryTool(store)
     prompt = RESEARCH_PROMPT.format(names=", ".join(DOCUMENTS))
-    with messages_api() as (client, model):
+    with claude_or_stand_in(ResearchModel()) as (client, model):
         runner = client.beta.messages.tool_runner(
             model=model,
             max_tokens=2048,

@@ -24,11 +24,8 @@ Messages API on 127.0.0.1 answers (labelled ``scripted-stand-in``).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -36,8 +33,7 @@ from anthropic import beta_tool
 
 import gitmem
 from gitmem import history
-from gitmem.scripted_agents import VerifyingProgressModel
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.scripted_agents import VerifyingProgressModel, claude_or_stand_in
 
 INITIALIZER_PROMPT = """\
 This is the first session of a long-running project: a tiny command-line to-do app. Set up the \
@@ -67,17 +63,6 @@ def run_check(feature: str) -> str:
     # A stand-in for your real test command (say, subprocess.run(["./e2e.sh", feature])).
     print(f"  run_check({feature!r}): PASS")
     return f"PASS: {feature}: the end-to-end scenario ran without errors"
-
-
-@contextlib.contextmanager
-def messages_api() -> Iterator[tuple[anthropic.Anthropic, str]]:
-    """Claude when ANTHROPIC_API_KEY is set, else the local scripted stand-in; and the model."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        with anthropic.Anthropic() as client:
-            yield client, "claude-sonnet-5-5"
-    else:
-        with ScriptedAPI(VerifyingProgressModel()) as api, api.client() as client:
-            yield client, STAND_IN_MODEL
 
 
 def run_session(
@@ -110,7 +95,7 @@ def main(argv: list[str]) -> int:
     sessions = {s.session for s in history.sessions(gitmem.MemoryStore.open(store))}
     done = sum(1 for label in sessions if label.startswith("worker-"))
     workers = [f"worker-{done + 1}", f"worker-{done + 2}"]
-    with messages_api() as (client, model):
+    with claude_or_stand_in(VerifyingProgressModel()) as (client, model):
         if "initializer" not in sessions:
             run_session(client, model, store, "initializer", INITIALIZER_PROMPT)
         for label in workers:

@@ -8,18 +8,33 @@ longer empty) as a model would. None of them is Claude; the stand-in labels ever
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+
+from anthropic import Anthropic
 
 from gitmem.demo import (
     FEATURES,
     INIT_NOTE,
     PROGRESS,
+    REAL_MODEL,
     ProgressLogModel,
     _numbered_lines,
     _result,
 )
-from gitmem.scripted_api import Conversation, JSONDict, ToolExchange, memory_call, text, tool_use
+from gitmem.scripted_api import (
+    STAND_IN_MODEL,
+    Conversation,
+    JSONDict,
+    ScriptedAPI,
+    ScriptedModel,
+    ToolExchange,
+    memory_call,
+    text,
+    tool_use,
+)
 
 __all__ = [
     "CHECK_TOOL",
@@ -29,8 +44,22 @@ __all__ = [
     "NoteModel",
     "ResearchModel",
     "VerifyingProgressModel",
+    "claude_or_stand_in",
     "note_target",
 ]
+
+
+@contextlib.contextmanager
+def claude_or_stand_in(model: ScriptedModel) -> Iterator[tuple[Anthropic, str]]:
+    """A sync client and the model id to ask: Claude when ``ANTHROPIC_API_KEY`` is set, else
+    the Messages API stand-in on 127.0.0.1 with ``model`` answering."""
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        with Anthropic() as client:
+            yield client, REAL_MODEL
+    else:
+        with ScriptedAPI(model) as api, api.client() as client:
+            yield client, STAND_IN_MODEL
+
 
 NOTE_PROMPT = "Check your memory, then remember in {path}: {fact}"
 """A prompt :class:`NoteModel` understands (Claude understands it too)."""
