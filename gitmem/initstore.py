@@ -30,13 +30,16 @@ class NewStore:
 
 
 def init_store(path: str | os.PathLike[str], *, save_key: bool = True) -> NewStore:
-    """Create a store at ``path`` (absent or an empty directory) with a key that outlives the run.
+    """Create a store at ``path`` with a key that outlives the run.
 
-    Raises :class:`UsageError` when ``path`` exists and is not an empty directory.
+    ``path`` must be vacant (:meth:`MemoryStore.vacant`: nothing, an empty directory or an empty
+    git repository); otherwise :class:`UsageError`.
     """
     target = Path(path)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise UsageError(f"{target} already exists and is not empty")
+    if not MemoryStore.vacant(target):
+        raise UsageError(
+            f"{target} already exists and is neither empty nor an empty git repository"
+        )
     source = (
         ENV_KEY
         if os.environ.get(ENV_KEY)

@@ -152,3 +152,16 @@ def test_context_editing_keeps_what_was_cleared_in_memory(
     assert second[-1] == first[-1]
     notes = gitmem.MemoryStore.open(store).read_text(gitmem.parse_path("/memories/research.md"))
     assert len(notes.splitlines()) == 1 + 6  # each finding once, across both runs
+
+
+def test_init_store_adopts_an_empty_bare_repository_and_refuses_a_store(tmp_path: Path) -> None:
+    import pygit2
+
+    repo = tmp_path / "bare.git"
+    pygit2.init_repository(str(repo), bare=True)
+    made = gitmem.init_store(repo)
+    assert made.key_source == "file" and made.key_file is not None
+    assert made.key_file.stat().st_mode & 0o777 == 0o600
+    assert gitmem.MemoryStore.open(repo).store_id == made.store.store_id  # the key from its file
+    with pytest.raises(gitmem.UsageError):
+        gitmem.init_store(repo)
