@@ -21,8 +21,8 @@ from gitmem.demo import (
     PROGRESS,
     REAL_MODEL,
     ProgressLogModel,
-    _numbered_lines,
-    _result,
+    numbered_lines,
+    result_of,
 )
 from gitmem.scripted_api import (
     STAND_IN_MODEL,
@@ -30,7 +30,6 @@ from gitmem.scripted_api import (
     JSONDict,
     ScriptedAPI,
     ScriptedModel,
-    ToolExchange,
     memory_call,
     text,
     tool_use,
@@ -93,7 +92,7 @@ class NoteModel:
         ]
         if failed:
             return [text(f"Stopping: `{failed[0].command}` failed: {failed[0].result}")]
-        if _result(exchanges, "view", "/memories") is None:
+        if result_of(exchanges, "view", "/memories") is None:
             return [text("Checking my memory first."), memory_call("view", path="/memories")]
         if any(e.command in ("create", "insert") for e in exchanges):
             return [text(f"Remembered in {path}: {fact}")]
@@ -102,7 +101,7 @@ class NoteModel:
             return [memory_call("view", path=path)]
         if viewed[-1].is_error:
             return [memory_call("create", path=path, file_text=f"- {fact}\n")]
-        lines = _numbered_lines(viewed[-1].result or "")
+        lines = numbered_lines(viewed[-1].result or "")
         if any(fact in line for _, line in lines):
             return [text(f"I already had that in {path}: {fact}")]
         last = max((number for number, line in lines if line.strip()), default=0)
@@ -113,18 +112,24 @@ CHECK_TOOL = "run_check"
 """The name of the end-to-end check tool :class:`VerifyingProgressModel` calls before a tick."""
 
 
-class VerifyingProgressModel(ProgressLogModel):
+class VerifyingProgressModel:
     """:class:`ProgressLogModel` that ticks a feature only after a passing ``run_check``.
 
     A worker reads the log, the checklist and the start-up note, then calls ``run_check`` with
-    the first unticked feature; only a result starting with ``PASS`` lets it tick and log.
+    the first unticked feature; only a result starting with ``PASS`` lets the progress-log model
+    go on to tick it and log the session.
     """
 
-    def _work(self, exchanges: list[ToolExchange], paths: set[str]) -> Sequence[JSONDict]:
-        reads = [_result(exchanges, "view", path) for path in (PROGRESS, FEATURES, INIT_NOTE)]
+    def __init__(self) -> None:
+        self._plain = ProgressLogModel()
+
+    def __call__(self, conversation: Conversation, /) -> Sequence[JSONDict]:
+        """The next assistant turn for ``conversation``."""
+        exchanges = conversation.tool_exchanges()
+        reads = [result_of(exchanges, "view", path) for path in (PROGRESS, FEATURES, INIT_NOTE)]
         ticked = any(e.command == "str_replace" for e in exchanges)
         if all(r is not None for r in reads) and not ticked:
-            todo = [line for _, line in _numbered_lines(reads[1] or "") if line.startswith("- [ ]")]
+            todo = [line for _, line in numbered_lines(reads[1] or "") if line.startswith("- [ ]")]
             if todo:
                 feature = todo[0].removeprefix("- [ ] ")
                 checks = [e for e in exchanges if e.name == CHECK_TOOL]
@@ -135,7 +140,7 @@ class VerifyingProgressModel(ProgressLogModel):
                     ]
                 if not (checks[-1].result or "").startswith("PASS"):
                     return [text(f"'{feature}' failed its check; it stays unticked.")]
-        return super()._work(exchanges, paths)
+        return self._plain(conversation)
 
 
 RESEARCH_PROMPT = """\
@@ -169,7 +174,7 @@ class ResearchModel:
         failed = [e for e in latest if e.is_error and e.input.get("path") != RESEARCH_NOTES]
         if failed:
             return [text(f"Stopping: `{failed[0].command or failed[0].name}` failed.")]
-        if _result(exchanges, "view", "/memories") is None:
+        if result_of(exchanges, "view", "/memories") is None:
             return [
                 text("Checking memory for earlier progress."),
                 memory_call("view", path="/memories"),
@@ -190,7 +195,7 @@ class ResearchModel:
         lines = (
             ["# Findings"]
             if known.command == "create"
-            else [line for _, line in _numbered_lines(known.result or "") if line.strip()]
+            else [line for _, line in numbered_lines(known.result or "") if line.strip()]
         )
         lines += [
             str(e.input.get("insert_text", "")) for e in notes[last_state + 1 :] if not e.is_error

@@ -50,6 +50,8 @@ __all__ = [
     "ProgressLogModel",
     "SessionTranscript",
     "ToolCall",
+    "numbered_lines",
+    "result_of",
     "run_demo",
     "run_session",
     "run_sessions",
@@ -269,7 +271,7 @@ class ProgressLogModel:
         failed = [e for e in conversation.latest_exchanges() if e.is_error]
         if failed:
             return [text(f"Stopping: `{failed[0].command}` failed: {failed[0].result}")]
-        listing = _result(exchanges, "view", "/memories")
+        listing = result_of(exchanges, "view", "/memories")
         if listing is None:
             return [text("Reading memory first."), memory_call("view", path="/memories")]
         paths = _listed_paths(listing)
@@ -310,7 +312,9 @@ class ProgressLogModel:
         ]
 
     def _work(self, exchanges: list[ToolExchange], paths: set[str]) -> Sequence[JSONDict]:
-        views = {path: _result(exchanges, "view", path) for path in (PROGRESS, FEATURES, INIT_NOTE)}
+        views = {
+            path: result_of(exchanges, "view", path) for path in (PROGRESS, FEATURES, INIT_NOTE)
+        }
         unread = [path for path, result in views.items() if result is None]
         if unread:
             return [
@@ -336,11 +340,11 @@ class ProgressLogModel:
         return [text(f"Implemented and verified '{feature}', ticked it and logged the session.")]
 
     def _tick_and_log(self, progress: str, features: str) -> Sequence[JSONDict]:
-        todo = [line for _, line in _numbered_lines(features) if line.startswith("- [ ] ")]
+        todo = [line for _, line in numbered_lines(features) if line.startswith("- [ ] ")]
         if not todo:
             return [text("Every feature in the checklist is already done.")]
         feature = todo[0].removeprefix("- [ ] ")
-        log = _numbered_lines(progress)
+        log = numbered_lines(progress)
         # A trailing newline shows as an empty last numbered line, which `insert` does not count.
         last_line = max((number for number, line in log if line.strip()), default=0)
         sessions = [int(m.group(1)) for _, line in log if (m := _SESSION_LINE.match(line))]
@@ -358,7 +362,7 @@ class ProgressLogModel:
         ]
 
 
-def _result(exchanges: Iterable[ToolExchange], command: str, path: str) -> str | None:
+def result_of(exchanges: Iterable[ToolExchange], command: str, path: str) -> str | None:
     """The result of the first successful `command` on `path`, if any."""
     for exchange in exchanges:
         if (
@@ -375,7 +379,7 @@ def _listed_paths(listing: str) -> set[str]:
     return {line.split("\t", 1)[1].rstrip("/") for line in listing.splitlines()[1:] if "\t" in line}
 
 
-def _numbered_lines(view: str) -> list[tuple[int, str]]:
+def numbered_lines(view: str) -> list[tuple[int, str]]:
     """The `(number, text)` lines of a file view (`{n:>6}\\t{line}` after the header)."""
     lines: list[tuple[int, str]] = []
     for line in view.splitlines()[1:]:
