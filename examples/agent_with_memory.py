@@ -21,7 +21,7 @@ from pathlib import Path
 import anthropic
 
 import gitmem
-from gitmem.scripted_agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
+from gitmem.demo.agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
 
 PROMPT = NOTE_PROMPT.format(path="/memories/preferences.md", fact="I prefer tea to coffee.")
 

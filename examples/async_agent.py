@@ -25,8 +25,8 @@ from pathlib import Path
 import anthropic
 
 import gitmem
-from gitmem.scripted_agents import NOTE_PROMPT, NoteModel
-from gitmem.scripted_api import STAND_IN_MODEL, ScriptedAPI
+from gitmem.demo.agents import NOTE_PROMPT, NoteModel
+from gitmem.demo.scripted_api import STAND_IN_MODEL, ScriptedAPI
 
 TOPICS = {
     "python": "The project targets Python 3.10 and newer.",

@@ -31,7 +31,7 @@ from pathlib import Path
 import anthropic
 
 import gitmem
-from gitmem.scripted_agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
+from gitmem.demo.agents import NOTE_PROMPT, NoteModel, claude_or_stand_in
 
 PROJECT = "/memories/project.md"
 FACT = "Deploy with ./deploy.sh --staging first; production only after staging is green."

@@ -37,7 +37,7 @@ from anthropic import beta_tool
 from anthropic.types.beta import BetaContextManagementConfigParam
 
 import gitmem
-from gitmem.scripted_agents import (
+from gitmem.demo.agents import (
     RESEARCH_NOTES,
     RESEARCH_PROMPT,
     ResearchModel,

@@ -33,7 +33,7 @@ from anthropic import beta_tool
 
 import gitmem
 from gitmem import history
-from gitmem.scripted_agents import VerifyingProgressModel, claude_or_stand_in
+from gitmem.demo.agents import VerifyingProgressModel, claude_or_stand_in
 
 INITIALIZER_PROMPT = """\
 This is the first session of a long-running project: a tiny command-line to-do app. Set up the \

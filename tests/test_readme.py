@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 import gitmem
 from gitmem.cli import main
-from gitmem.scripted_agents import NoteModel
-from gitmem.scripted_api import API_KEY, ScriptedAPI
+from gitmem.demo.agents import NoteModel
+from gitmem.demo.scripted_api import API_KEY, ScriptedAPI
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -441,7 +441,7 @@ def _result_block(id_: str, content: str) -> dict[str, Any]:
 
 
 def test_context_editing_clears_old_tool_results_but_never_excluded_tools() -> None:
-    from gitmem.scripted_api import CLEARED_TOOL_RESULT, apply_context_management
+    from gitmem.demo.scripted_api import CLEARED_TOOL_RESULT, apply_context_management
 
     history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     for i, name in enumerate(["read", "memory", "read", "memory", "read"]):
@@ -468,7 +468,7 @@ def test_context_editing_clears_old_tool_results_but_never_excluded_tools() -> N
 
 
 def test_compaction_summarises_and_later_turns_start_from_the_summary() -> None:
-    from gitmem.scripted_api import apply_context_management
+    from gitmem.demo.scripted_api import apply_context_management
 
     history: list[dict[str, Any]] = [{"role": "user", "content": "the task " + "x" * 400}]
     config = {

@@ -1,8 +1,8 @@
 """Scripted models for the examples and the README, played by the Messages API stand-in.
 
-Like :class:`gitmem.demo.ProgressLogModel`, each decides its next turn from the memory tool's
-results so far, never from a fixed list, so that it behaves on a second run (the memory is no
-longer empty) as a model would. None of them is Claude; the stand-in labels every reply
+Like :class:`gitmem.demo.progress_log.ProgressLogModel`, each decides its next turn from the
+memory tool's results so far, never from a fixed list, so that it behaves on a second run (the
+memory is no longer empty) as a model would. None of them is Claude; the stand-in labels every reply
 ``scripted-stand-in``.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from anthropic import Anthropic
 
-from gitmem.demo import (
+from gitmem.demo.progress_log import (
     FEATURES,
     INIT_NOTE,
     PROGRESS,
@@ -24,7 +24,7 @@ from gitmem.demo import (
     numbered_lines,
     result_of,
 )
-from gitmem.scripted_api import (
+from gitmem.demo.scripted_api import (
     STAND_IN_MODEL,
     Conversation,
     JSONDict,
