@@ -941,20 +941,24 @@ def test_a_deleted_head_is_recreated(
 
 
 def test_a_deleted_head_in_a_read_only_repository_gives_advice_that_works(
-    filled: GitMemoryTool, repo_path: Path, key: str, state: Path
+    tmp_path: Path, key: str, state: Path
 ) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes through read-only directories")
-    (repo_path / "HEAD").unlink()
-    repo_path.chmod(0o500)
-    try:
-        with pytest.raises(gitmem.NoStore) as info:
-            open_store(repo_path, key, state).files()
-    finally:
-        repo_path.chmod(0o700)
-    command = str(info.value).split("recreate it with: ", 1)[1]
-    subprocess.run(command, shell=True, check=True)
-    assert open_store(repo_path, key, state).files()["/memories/top.md"] == "top\n"
+    with small_filesystem(tmp_path / "mnt", "4m") as mnt:
+        repo = mnt / "store.git"
+        GitMemoryTool(repo, key=key, state_dir=state).call(
+            {"command": "create", "path": "/memories/top.md", "file_text": "top\n"}
+        )
+        (repo / "HEAD").unlink()
+        _remount(mnt, "ro")
+        try:
+            with pytest.raises(gitmem.NoStore) as info:
+                open_store(repo, key, state).files()
+        finally:
+            _remount(mnt, "rw")
+        command = str(info.value).split("recreate it with: ", 1)[1]
+        subprocess.run(command, shell=True, check=True)
+        assert (repo / "HEAD").read_text() == "ref: refs/heads/main\n"
+        assert open_store(repo, key, state).files()["/memories/top.md"] == "top\n"
 
 
 LEAK = "leaky.person@example.com"
