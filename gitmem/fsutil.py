@@ -21,6 +21,8 @@ FILE_MODE = 0o600
 """Mode of every file gitmem creates: read and write for its owner only."""
 DIR_MODE = 0o700
 """Mode of every directory gitmem creates: its owner only."""
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""``os.open`` flags for a file that must not exist yet, never through a symbolic link."""
 
 _PathLike = str | os.PathLike[str]
 
@@ -122,8 +124,7 @@ def atomic_write(path: _PathLike, data: bytes, *, durable: bool = True) -> None:
     """
     target = Path(path)
     tmp = _temp_name(target)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, FILE_MODE)
+    fd = os.open(tmp, NEW_FILE_FLAGS, FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -146,8 +147,7 @@ def write_new_file(path: _PathLike, data: bytes) -> None:
     """
     target = Path(path)
     make_private_dirs(target.parent)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(target, flags, FILE_MODE)
+    fd = os.open(target, NEW_FILE_FLAGS, FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
@@ -168,9 +168,8 @@ def open_private_file(path: _PathLike, *, overwrite: bool) -> int:
     (``OSError`` with ``EISDIR``/``ELOOP``/... otherwise, never blocking on a FIFO), and the
     caller truncates it once it has checked what it opened.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        return os.open(path, flags, FILE_MODE)
+        return os.open(path, NEW_FILE_FLAGS, FILE_MODE)
     except FileExistsError:
         if not overwrite:
             raise

@@ -41,6 +41,7 @@ from .format import MAX_BLOB_BYTES, MAX_COMMIT_BYTES, MAX_TREE_BYTES
 from .fsutil import (
     DIR_MODE,
     FILE_MODE,
+    NEW_FILE_FLAGS,
     atomic_write,
     can_syncfs,
     fsync_dir,
@@ -433,9 +434,8 @@ class GitRepo:
         lock = self.path / (name + ".lock")
         if not os.path.isdir(path.parent):
             make_private_dirs(path.parent)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(lock, flags, FILE_MODE)
+            fd = os.open(lock, NEW_FILE_FLAGS, FILE_MODE)
         except FileExistsError:
             raise ConflictError(
                 f"the ref {name} is locked by another process ({lock.name} exists)"
@@ -743,7 +743,7 @@ class GitRepo:
 
     def _write_pack(self, objects: dict[str, str], pack_dir: Path) -> Path:
         """Write one pack of ``objects`` durably into ``pack_dir``; return its index path."""
-        pack_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(pack_dir)
         tmp = Path(tempfile.mkdtemp(prefix=_GC_TMP_PREFIX, dir=self.path))
         try:
             builder = pygit2.PackBuilder(self._git)
