@@ -6,6 +6,7 @@ from ._version import __version__
 from .crypto import generate_key
 from .errors import (
     ConflictError,
+    DifferentStore,
     FormatVersionError,
     GitMemError,
     IntegrityError,
@@ -14,8 +15,11 @@ from .errors import (
     LockTimeout,
     NoStore,
     NotAFile,
+    NotAStoreRemote,
     NotFound,
     PathExists,
+    PushRejected,
+    RemoteError,
     RollbackDetected,
     StoreReplaced,
     UsageError,
@@ -29,6 +33,7 @@ from .paths import MemoryPath
 from .paths import parse as parse_path
 from .secrets import SecretRefused
 from .store import MemoryStore, Operation, VerifyReport
+from .sync import SyncResult  # also installs MemoryStore's replication seam
 
 if TYPE_CHECKING:
     from .tool import AsyncGitMemoryTool, GitMemoryTool
@@ -47,6 +52,7 @@ else:
 __all__ = [
     "AsyncGitMemoryTool",
     "ConflictError",
+    "DifferentStore",
     "ExpiryResult",
     "FileAge",
     "FormatVersionError",
@@ -63,13 +69,17 @@ __all__ = [
     "NewStore",
     "NoStore",
     "NotAFile",
+    "NotAStoreRemote",
     "NotFound",
     "Operation",
     "PathExists",
+    "PushRejected",
+    "RemoteError",
     "RollbackDetected",
     "SecretRefused",
     "StoreOptions",
     "StoreReplaced",
+    "SyncResult",
     "UsageError",
     "VerifyReport",
     "WrongKey",

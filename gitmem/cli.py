@@ -46,6 +46,7 @@ from .paths import MemoryPath
 from .render import plural
 from .revisions import SESSION_PREFIX, parse_time
 from .store import MemoryStore, Operation
+from .syncresult import SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -1108,6 +1109,139 @@ def accept_store(state: CliState, as_json: bool) -> None:
         emit_json({"store": state.repo, "store_id": store.store_id})
         return
     click.echo(f"This client now trusts the store {store.store_id} at {state.repo}.")
+
+
+# -- replicas -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("url")
+@click.argument("path", type=click.Path(path_type=Path))
+@json_option
+@pass_state
+def clone(state: CliState, url: str, path: Path, as_json: bool) -> None:
+    """Make a new local replica at PATH of the gitmem store at URL (its remote `origin`).
+
+    The key is found as for any store (--key-file, GITMEM_KEY, GITMEM_KEY_FILE, or the per-user
+    key file of the store's id). On any failure nothing is left at PATH.
+    """
+    store = MemoryStore.clone(url, path, state.key(), session=cli_session())
+    head = store.head_operation()
+    if as_json:
+        emit_json(
+            {
+                "store": str(path),
+                "store_id": store.store_id,
+                "url": url,
+                "head": None if head is None else head.commit,
+                "seq": None if head is None else head.seq,
+            }
+        )
+        return
+    where = "no operations yet" if head is None else f"operation #{head.seq} ({head.commit[:10]})"
+    click.echo(f"Cloned store {store.store_id} from {url} into {path}: {where}")
+
+
+@main.group(cls=GitMemGroup, invoke_without_command=False)
+def remote() -> None:
+    """Configure the git remotes of a replica (kept in its local git config only)."""
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@json_option
+@pass_state
+def remote_add(state: CliState, name: str, url: str, as_json: bool) -> None:
+    """Add remote NAME at URL (a path, file://, git://, ssh://, user@host:path, https://)."""
+    store = state.store()
+    store.add_remote(name, url)
+    stored = dict(store.remotes())[name]
+    if as_json:
+        emit_json({"name": name, "url": stored})
+    else:
+        click.echo(f"Added remote {name}: {stored}")
+
+
+@remote.command("list")
+@json_option
+@pass_state
+def remote_list(state: CliState, as_json: bool) -> None:
+    """List the remotes: NAME and URL per line."""
+    for name, url in state.store().remotes():
+        if as_json:
+            emit_json({"name": name, "url": url})
+        else:
+            click.echo(f"{name}\t{url}")
+
+
+@remote.command("remove")
+@click.argument("name")
+@json_option
+@pass_state
+def remote_remove(state: CliState, name: str, as_json: bool) -> None:
+    """Remove remote NAME, and this client's high-water mark of it."""
+    state.store().remove_remote(name)
+    if as_json:
+        emit_json({"name": name, "removed": True})
+    else:
+        click.echo(f"Removed remote {name}")
+
+
+def _sync_report(result: SyncResult, as_json: bool) -> None:
+    if as_json:
+        emit_json(result.to_json())
+        return
+    head = "nothing" if result.head is None else result.head[:10]
+    words = {
+        "up-to-date": f"Already up to date with {result.remote} ({head}).",
+        "empty": f"{result.remote} holds no store yet; nothing to pull.",
+        "fast-forward": f"Fast-forwarded to {head} from {result.remote}.",
+        "pushed": f"Pushed {head} to {result.remote}.",
+    }
+    if result.action in words:
+        click.echo(words[result.action])
+    else:
+        pushed = " and pushed it" if result.action.endswith("+pushed") else ""
+        click.echo(f"Merged {result.remote} into {head}{pushed}.")
+    for conflict in result.conflicts:
+        click.echo(
+            f"conflict: {visible(conflict['path'])} changed on both sides; the other version "
+            f"is at {visible(conflict['sibling'])}"
+        )
+
+
+_REMOTE_ARG = click.argument("remote_name", metavar="[REMOTE]", required=False, default="origin")
+
+
+@main.command()
+@_REMOTE_ARG
+@json_option
+@pass_state
+def push(state: CliState, remote_name: str, as_json: bool) -> None:
+    """Send this replica's commits to REMOTE (a remote name or URL; default origin).
+
+    Never forced: a remote with commits this replica lacks refuses (exit 11); pull or sync.
+    """
+    _sync_report(state.store().push(remote_name), as_json)
+
+
+@main.command()
+@_REMOTE_ARG
+@json_option
+@pass_state
+def pull(state: CliState, remote_name: str, as_json: bool) -> None:
+    """Fetch REMOTE's commits and fast-forward, or merge them in (conflicts kept as siblings)."""
+    _sync_report(state.store().pull(remote_name), as_json)
+
+
+@main.command()
+@_REMOTE_ARG
+@json_option
+@pass_state
+def sync(state: CliState, remote_name: str, as_json: bool) -> None:
+    """Pull from REMOTE (merging divergent work), then push: both end at the same head."""
+    _sync_report(state.store().sync(remote_name), as_json)
 
 
 @main.command()

@@ -146,6 +146,28 @@ class ConflictError(GitMemError):
     exit_code = 1
 
 
+class RemoteError(GitMemError):
+    """A remote could not be reached or refused the connection (network, address, credentials)."""
+
+    exit_code = 10
+
+
+class PushRejected(RemoteError):
+    """The remote has commits this replica lacks; pull (or sync) first. Nothing was discarded."""
+
+    exit_code = 11
+
+
+class NotAStoreRemote(NoStore):
+    """The remote is a git repository, but it does not hold a gitmem store."""
+
+
+class DifferentStore(GitMemError):
+    """The remote (or replica) holds another gitmem store than this one."""
+
+    exit_code = 12
+
+
 # How much of a string from the model or the user an error message repeats: enough for any
 # ordinary old_str or path (so they read exactly as the reference's messages), not 100 MB.
 ECHO_CHARS = 2_000

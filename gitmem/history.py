@@ -381,8 +381,10 @@ class BlameLine:
 def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> list[BlameLine]:
     """For each line of file ``path`` at ``rev``, the operation that last wrote it.
 
-    Walks first parents back, following renames of the file (or of a directory above it); a
-    line is the work of the newest operation whose change introduced it.
+    Walks parents back, following renames of the file (or of a directory above it); a line is
+    the work of the newest operation whose change introduced it. At a merge, a line is followed
+    into the parent whose version holds it (the first parent first), so merged lines keep
+    their authors and only lines the merge itself made are the merge's.
     """
     path = as_path(path)
     start = store.head() if rev is None else store.resolve(rev)
@@ -398,49 +400,54 @@ def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> l
     if lines[-1] == "":
         lines.pop()
     owner: list[Operation | None] = [None] * len(lines)
-    # pending: line index in the version being examined -> line index in the final file.
-    pending = {i: i for i in range(len(lines))}
-    current_path, current_node, current_lines = path, node, lines
-    while pending:
-        if not op.parents:
-            break
-        parent_commit = op.parents[0]
-        parent_path = current_path
-        if op.command == "rename" and len(op.paths) == 2:
-            old, new = (_parse_recorded(p) for p in op.paths)
-            if old is not None and new is not None and current_path.is_within(new):
-                parent_path = MemoryPath(old.parts + current_path.parts[len(new.parts) :])
-        parent_tree = store.repo.read_commit(parent_commit).tree
-        parent_node = Snapshot(store.codec, parent_tree).lookup(parent_path)
-        if parent_node is None or parent_node.kind != KIND_FILE:
-            break
-        parent_op = store.read_operation(parent_commit)  # an id from the walk: no lookup
-        if parent_node.oid != current_node.oid:
-            parent_lines = decode_text(store.codec.read_file(parent_node.oid), parent_path)
-            parent_lines_list = parent_lines.split("\n")
-            if parent_lines_list[-1] == "":
-                parent_lines_list.pop()
-            matcher = difflib.SequenceMatcher(None, parent_lines_list, current_lines, False)
-            carried: dict[int, int] = {}
-            for tag, i1, _, j1, j2 in matcher.get_opcodes():
-                if tag == "equal":
-                    for offset in range(j2 - j1):
-                        if j1 + offset in pending:
-                            carried[i1 + offset] = pending[j1 + offset]
-            kept = set(carried.values())
-            for final in pending.values():
-                if final not in kept:
-                    owner[final] = op
-            pending = carried
-            current_lines = parent_lines_list
-        op, current_path, current_node = parent_op, parent_path, parent_node
-    for final in pending.values():
-        owner[final] = op
+    # Each item: an operation, the file's path and node there, its lines, and which of them are
+    # still unexplained (line index in that version -> line index in the final file). A merge
+    # hands each line to the parent whose version holds it: the first parent first.
+    work = [(op, path, node, lines, {i: i for i in range(len(lines))})]
+    while work:
+        op, current_path, current_node, current_lines, pending = work.pop()
+        for number, parent_commit in enumerate(op.parents):
+            if not pending:
+                break
+            parent_path = current_path
+            if number == 0 and op.command == "rename" and len(op.paths) == 2:
+                old, new = (_parse_recorded(p) for p in op.paths)
+                if old is not None and new is not None and current_path.is_within(new):
+                    parent_path = MemoryPath(old.parts + current_path.parts[len(new.parts) :])
+            parent_tree = store.repo.read_commit(parent_commit).tree
+            parent_node = Snapshot(store.codec, parent_tree).lookup(parent_path)
+            if parent_node is None or parent_node.kind != KIND_FILE:
+                continue
+            parent_op = store.read_operation(parent_commit)  # an id from the walk: no lookup
+            if parent_node.oid == current_node.oid:
+                carried, parent_lines = dict(pending), current_lines
+            else:
+                parent_lines = _file_lines(store, parent_node.oid, parent_path)
+                matcher = difflib.SequenceMatcher(None, parent_lines, current_lines, False)
+                carried = {}
+                for tag, i1, _, j1, j2 in matcher.get_opcodes():
+                    if tag == "equal":
+                        for offset in range(j2 - j1):
+                            if j1 + offset in pending:
+                                carried[i1 + offset] = pending[j1 + offset]
+            explained = set(carried.values())
+            pending = {k: v for k, v in pending.items() if v not in explained}
+            if carried:
+                work.append((parent_op, parent_path, parent_node, parent_lines, carried))
+        for final in pending.values():
+            owner[final] = op
     return [
         BlameLine(i + 1, text, who)
         for i, (text, who) in enumerate(zip(lines, owner, strict=True))
         if who is not None
     ]
+
+
+def _file_lines(store: MemoryStore, oid: str, path: MemoryPath) -> list[str]:
+    found = decode_text(store.codec.read_file(oid), path).split("\n")
+    if found[-1] == "":
+        found.pop()
+    return found
 
 
 # -- sessions -------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from .errors import UsageError
 from .limits import Limits
 from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy
 
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+# The memory tool's sync policy (docs/sync.md): "manual" never touches the network; "pull"
+# pulls from the remote when the tool is opened; "push" also pushes after each write.
+SyncPolicy = Literal["manual", "pull", "push"]
+SYNC_POLICIES: tuple[SyncPolicy, ...] = ("manual", "pull", "push")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class StoreOptions:
     seconds a write waits for another writer; ``state_dir`` holds the high-water marks (None:
     the per-user state directory); ``check_rollback`` turns rollback detection on; ``limits``
     caps sizes (``docs/safeguards.md``); ``secrets`` is ``reject``, ``redact`` or ``allow``.
+    ``remote`` (a remote name or URL) and ``sync`` (``manual``, ``pull``, ``push``) are the
+    memory tool's sync policy (``docs/sync.md``); the library's own methods ignore them.
     """
 
     session: str | None = None
@@ -37,9 +44,15 @@ class StoreOptions:
     check_rollback: bool = True
     limits: Limits = field(default_factory=Limits)
     secrets: SecretPolicy = DEFAULT_POLICY
+    remote: str | None = None
+    sync: SyncPolicy = "manual"
 
     def __post_init__(self) -> None:
         check_policy(self.secrets)
+        if self.sync not in SYNC_POLICIES:
+            raise UsageError(f"unknown sync policy {self.sync!r}: use manual, pull or push")
+        if self.sync != "manual" and self.remote is None:
+            raise UsageError(f"the sync policy {self.sync!r} needs a remote")
 
     @classmethod
     def of(cls, options: StoreOptions | None = None, **settings: Unpack[Settings]) -> StoreOptions:
@@ -65,6 +78,8 @@ class Settings(TypedDict, total=False):
     check_rollback: bool
     limits: Limits | None
     secrets: SecretPolicy
+    remote: str | None
+    sync: SyncPolicy
 
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "Settings", "StoreOptions"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "SYNC_POLICIES", "Settings", "StoreOptions", "SyncPolicy"]

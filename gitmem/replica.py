@@ -33,20 +33,27 @@ def meta_in_tree(repo: GitRepo, tree: str) -> str | None:
     return None
 
 
-def find_meta(repo: GitRepo, branch: str = BRANCH, meta_ref: str = META_REF) -> FoundMeta | None:
+def find_meta(repo: GitRepo) -> FoundMeta | None:
     """The metadata of the store in ``repo``, or None when neither place holds any.
 
-    ``meta_ref`` first: it is local, and a pull never replaces it. The head's root tree
-    (``branch``) only when the ref is absent, as in a copy made by plain git. Nothing here is
-    authenticated yet: the caller derives keys from it and then authenticates the head's
-    record, which binds the root tree and so the blob; a branch of another store fails there.
+    ``refs/gitmem/meta`` first: it is local, and a pull never replaces it. The head's root tree
+    only when the ref is absent, as in a copy made by plain git. Nothing here is authenticated
+    yet: the caller derives keys from it and then authenticates the head's record, which binds
+    the root tree and so the blob; a branch of another store fails there.
     """
-    ref_blob = repo.ref(meta_ref)
-    if ref_blob is not None:
+    meta_blob = repo.ref(META_REF)
+    if meta_blob is not None:
+        # The branch is not even read: a damaged branch is reported where it is used.
+        return meta_at(repo, None, meta_blob)
+    return meta_at(repo, repo.ref(BRANCH), None)
+
+
+def meta_at(repo: GitRepo, head: str | None, meta_blob: str | None) -> FoundMeta | None:
+    """The metadata given a head commit id and a metadata blob id (either may be None)."""
+    if meta_blob is not None:
         return FoundMeta(
-            StoreMeta.from_bytes(repo.read_blob(ref_blob, MAX_META_BYTES)), ref_blob, False
+            StoreMeta.from_bytes(repo.read_blob(meta_blob, MAX_META_BYTES)), meta_blob, False
         )
-    head = repo.ref(branch)
     if head is None:
         return None
     blob = meta_in_tree(repo, repo.read_commit(head).tree)

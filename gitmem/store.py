@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import format as fmt
 from ._version import __version__
@@ -47,6 +47,7 @@ from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
 from .replica import find_meta
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
+from .syncresult import SyncResult
 from .textops import Replacement, find_unique, insert_at, replace_at
 from .tree import (
     ListEntry,
@@ -71,14 +72,16 @@ class Change(Generic[T]):
     """What a write's edit changed, to be committed as one operation.
 
     ``paths`` are the memory paths the commit record lists, ``result`` goes back to the caller,
-    ``detail`` joins the record, and ``tree`` is the new root tree when the edit built it
-    itself (else the editor's tree is written).
+    ``detail`` joins the record, ``tree`` is the new root tree when the edit built it
+    itself (else the editor's tree is written), and ``merged`` the second parent of a merge.
     """
 
     paths: tuple[str, ...]
     result: T
     detail: Mapping[str, Any] = field(default_factory=dict)
     tree: str | None = None
+    # For a merge: the head merged in, the commit's second parent.
+    merged: Operation | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,6 @@ class MemoryStore:
             if opts.check_rollback
             else None
         )
-        self.state_dir = opts.state_dir
         found = find_meta(repo)
         if found is not None and found.meta.store_id != keys.store_id:
             raise IntegrityError(f"the repository at {repo.path} holds another store")
@@ -386,6 +388,17 @@ class MemoryStore:
         with contextlib.suppress(OSError):
             self.high_water.advance(mark)
 
+    def contains(self, head: Operation | None, commit: str, seq: int) -> bool:
+        """True when ``commit`` (of sequence number ``seq``) is ``head`` or one of its ancestors.
+
+        Every commit on the way is authenticated (see :meth:`_descends_from`).
+        """
+        if head is None:
+            return False
+        return head.commit == commit or (
+            head.seq > seq and self._descends_from(head, Mark(commit, seq))
+        )
+
     def _descends_from(self, op: Operation, mark: Mark) -> bool:
         """True when ``mark``'s commit is an ancestor of ``op``.
 
@@ -565,7 +578,9 @@ class MemoryStore:
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
-                    op, durable = self._commit(tree, head, command, outcome.paths, outcome.detail)
+                    op, durable = self._commit(
+                        tree, head, command, outcome.paths, outcome.detail, outcome.merged
+                    )
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
@@ -590,11 +605,19 @@ class MemoryStore:
         command: str,
         paths: Sequence[str],
         detail: Mapping[str, Any],
+        merged: Operation | None = None,
     ) -> tuple[Operation, Durability]:
-        """Write the commit and move the branch to it; durable once the ticket is waited for."""
-        parents = () if head is None else (head.commit,)
+        """Write the commit and move the branch to it; durable once the ticket is waited for.
+
+        For a merge, ``merged`` is the second parent.
+        """
+        parents: tuple[str, ...] = () if head is None else (head.commit,)
+        seq = 1 if head is None else head.seq + 1
+        if merged is not None:
+            parents += (merged.commit,)
+            seq = max(seq, merged.seq + 1)
         record = Record(
-            seq=1 if head is None else head.seq + 1,
+            seq=seq,
             time_ns=time.time_ns(),
             session=self.session,
             command=command,
@@ -900,6 +923,50 @@ class MemoryStore:
                     except GitMemError as exc:
                         report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
 
+    # -- replicas -------------------------------------------------------------------------
+
+    @classmethod
+    def clone(
+        cls,
+        url: str,
+        path: str | os.PathLike[str],
+        key: str | bytes | None = None,
+        *,
+        options: StoreOptions | None = None,
+        **settings: Unpack[Settings],
+    ) -> MemoryStore:
+        """A new replica at ``path`` of the store at ``url`` (its remote ``origin``), opened.
+
+        ``options`` and ``settings`` are as for :meth:`open`. Raises :class:`RemoteError`,
+        :class:`NotAStoreRemote`, :class:`WrongKey` or :class:`UsageError`; a failed clone
+        leaves nothing at ``path``.
+        """
+        return _replication().clone(url, path, key, StoreOptions.of(options, **settings))
+
+    def pull(self, remote: str = "origin") -> SyncResult:
+        """Fetch ``remote`` (a remote name or URL) and fast-forward or merge it in."""
+        return _replication().pull(self, remote)
+
+    def push(self, remote: str = "origin") -> SyncResult:
+        """Send the branch to ``remote``; never forced (:class:`PushRejected` if it is ahead)."""
+        return _replication().push(self, remote)
+
+    def sync(self, remote: str = "origin") -> SyncResult:
+        """Pull (merging divergent work), then push: afterwards both hold the same head."""
+        return _replication().sync(self, remote)
+
+    def add_remote(self, name: str, url: str) -> None:
+        """Configure remote ``name`` at ``url`` (kept in this replica's git config only)."""
+        _replication().add_remote(self, name, url)
+
+    def remove_remote(self, name: str) -> None:
+        """Remove remote ``name`` and this client's high-water mark of it."""
+        _replication().remove_remote(self, name)
+
+    def remotes(self) -> list[tuple[str, str]]:
+        """``(name, url)`` of every configured remote, sorted by name."""
+        return self.repo.remote_names()
+
     # -- garbage collection ---------------------------------------------------------------
 
     def gc(self, grace: float = DEFAULT_GC_GRACE) -> GcReport:
@@ -911,6 +978,39 @@ class MemoryStore:
         """
         with self.repo.write_lock(self.lock_timeout):
             return self.repo.gc(grace)
+
+
+class Replication(Protocol):
+    """What :mod:`gitmem.sync` gives the store. Replication sits above the store in the layers
+    (it writes merges through :meth:`MemoryStore.write`), so it registers itself here when it
+    is imported (``gitmem/__init__`` imports it) instead of the store importing it."""
+
+    def clone(
+        self,
+        url: str,
+        path: str | os.PathLike[str],
+        key: str | bytes | None,
+        options: StoreOptions | None,
+    ) -> MemoryStore: ...
+    def pull(self, store: MemoryStore, remote: str) -> SyncResult: ...
+    def push(self, store: MemoryStore, remote: str) -> SyncResult: ...
+    def sync(self, store: MemoryStore, remote: str) -> SyncResult: ...
+    def add_remote(self, store: MemoryStore, name: str, url: str) -> None: ...
+    def remove_remote(self, store: MemoryStore, name: str) -> None: ...
+
+
+_REPLICATION: list[Replication] = []
+
+
+def register_replication(implementation: Replication) -> None:
+    """Install the replication seam (called once, by :mod:`gitmem.sync`)."""
+    _REPLICATION[:] = [implementation]
+
+
+def _replication() -> Replication:
+    if not _REPLICATION:  # only when gitmem.store is loaded without the gitmem package
+        raise UsageError("gitmem.sync is not loaded: import gitmem")
+    return _REPLICATION[0]
 
 
 def changed_files(before: Snapshot, after: Snapshot) -> list[str]:

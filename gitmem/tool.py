@@ -24,6 +24,7 @@ from anthropic.types.beta import (
 from anyio.to_thread import run_sync
 
 from . import paths
+from .autosync import AutoSync
 from .errors import (
     GitMemError,
     InvalidPath,
@@ -108,8 +109,14 @@ def _encodable(text: str) -> bool:
 class MemoryCommands:
     """The six commands as plain methods returning the contract's text or raising ToolError."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, after_write: Callable[[], None] | None = None) -> None:
         self.store = store
+        # Called after every successful write (the tool's push-after-write sync policy).
+        self.after_write = after_write
+
+    def _wrote(self) -> None:
+        if self.after_write is not None:
+            self.after_write()
 
     @staticmethod
     def _path(raw: str) -> paths.MemoryPath:
@@ -139,6 +146,7 @@ class MemoryCommands:
             raise ToolError(
                 f"Error: Cannot create {path}: {exc.path} is a file, not a directory"
             ) from None
+        self._wrote()
         return f"File created successfully at: {path}" + redaction_note(op.record.detail)
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
@@ -164,6 +172,7 @@ class MemoryCommands:
                 f"No replacement was performed. Multiple occurrences of old_str "
                 f"`{clip(old_str)}` in lines: {lines}. Please ensure it is unique"
             ) from None
+        self._wrote()
         return edit_snippet(result.text, result.changed_line) + redaction_note(op.record.detail)
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
@@ -178,6 +187,7 @@ class MemoryCommands:
                 f"Error: Invalid `insert_line` parameter: {shown_int(insert_line)}. It should "
                 f"be within the range of lines of the file: [0, {exc.n_lines}]"
             ) from None
+        self._wrote()
         return f"The file {path} has been edited." + redaction_note(op.record.detail)
 
     def delete(self, path: str) -> str:
@@ -189,6 +199,7 @@ class MemoryCommands:
             self.store.delete(target)
         except NotFound:
             raise ToolError(f"Error: The path {path} does not exist") from None
+        self._wrote()
         return f"Successfully deleted {path}"
 
     def rename(self, old_path: str, new_path: str) -> str:
@@ -208,6 +219,7 @@ class MemoryCommands:
             ) from None
         except UsageError as exc:
             raise ToolError(f"Error: {exc}") from None
+        self._wrote()
         return f"Successfully renamed {old_path} to {new_path}"
 
     def run(self, action: Callable[[], T]) -> T:
@@ -262,7 +274,10 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     store is used: ``session`` labels every commit this instance makes (unique per instance
     when None); ``lock_timeout`` and ``state_dir``; ``limits`` caps file, store and ``view``
     sizes (default :class:`gitmem.Limits`); ``secrets`` is what a write holding a likely
-    credential gets: ``reject`` (default), ``redact`` or ``allow`` (``docs/safeguards.md``).
+    credential gets: ``reject`` (default), ``redact`` or ``allow`` (``docs/safeguards.md``);
+    ``remote`` (a remote name or URL) and ``sync`` (``"manual"``; ``"pull"``: pull when opened;
+    ``"push"``: also push after each write, in the background) make the memory follow the agent
+    between machines (``docs/sync.md``); the network never delays or fails a write.
     """
 
     def __init__(
@@ -276,7 +291,8 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     ) -> None:
         super().__init__(cache_control=cache_control)
         self.store = _open(repo, key, options, settings)
-        self._commands = MemoryCommands(self.store)
+        self.autosync = AutoSync(self.store)
+        self._commands = MemoryCommands(self.store, self.autosync.after_write)
 
     @property
     def session(self) -> str:
@@ -332,7 +348,8 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
     ) -> None:
         super().__init__(cache_control=cache_control)
         self.store = _open(repo, key, options, settings)
-        self._commands = MemoryCommands(self.store)
+        self.autosync = AutoSync(self.store)
+        self._commands = MemoryCommands(self.store, self.autosync.after_write)
 
     @property
     def session(self) -> str:

@@ -1,0 +1,211 @@
+"""Merging two divergent heads of one store, path by path and line by line, losing nothing.
+
+The merge works on decrypted text in memory and writes its result through the tree codec like
+any other write, so plaintext never reaches the object database. The rules (``docs/design.md``,
+"Merge commits") depend only on the three states and the two head ids, never on which side is
+local, so replicas that merge the same heads get the same tree and converge.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from merge3 import Merge3
+
+from .format import KIND_DIR, KIND_FILE
+from .paths import MemoryPath
+from .tree import Node, Snapshot, TreeCodec, TreeEditor, decode_text
+
+
+class _Op(Protocol):
+    @property
+    def commit(self) -> str: ...
+    @property
+    def parents(self) -> tuple[str, ...]: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def tree(self) -> str: ...
+
+
+def merge_base(ours: _Op, theirs: _Op, operation: Callable[[str], _Op]) -> _Op | None:
+    """The common ancestor of greatest sequence number (ties: the smaller id), or None.
+
+    Walks authenticated operations from both heads, highest ``seq`` first: every child has a
+    higher ``seq`` than its parents, so when a commit is popped every path to it from either
+    head has been seen, and the first commit reached from both sides is a best common ancestor.
+    """
+    flags: dict[str, int] = {ours.commit: 1}
+    flags[theirs.commit] = flags.get(theirs.commit, 0) | 2
+    ops = {ours.commit: ours, theirs.commit: theirs}
+    heap = [(-op.seq, op.commit) for op in ops.values()]
+    heapq.heapify(heap)
+    found: _Op | None = None
+    popped: set[str] = set()
+    while heap:
+        neg_seq, oid = heapq.heappop(heap)
+        if oid in popped:
+            continue
+        popped.add(oid)
+        if found is not None and -neg_seq < found.seq:
+            break
+        if flags[oid] == 3:
+            # Equal seq pops in id order, so the first found is the smaller id.
+            if found is None:
+                found = ops[oid]
+            continue
+        for parent in ops[oid].parents:
+            if parent not in ops:
+                ops[parent] = operation(parent)
+            flags[parent] = flags.get(parent, 0) | flags[oid]
+            heapq.heappush(heap, (-ops[parent].seq, parent))
+    return found
+
+
+@dataclass
+class MergeResult:
+    """The merged root tree and what the merge commit's record says about it."""
+
+    tree: str
+    conflicts: list[dict[str, str]] = field(default_factory=list)
+    kept: list[dict[str, str]] = field(default_factory=list)
+
+    def detail(self, merged: _Op, base: _Op | None) -> dict[str, Any]:
+        """The ``detail`` of the merge record (``docs/design.md``, "Merge commits")."""
+        return {
+            "merged": merged.commit,
+            "merged_seq": merged.seq,
+            "base": None if base is None else base.commit,
+            "conflicts": self.conflicts,
+            "kept": self.kept,
+        }
+
+
+def sibling_name(name: str, commit: str, taken: Callable[[str], bool]) -> str:
+    """``notes.md`` -> ``notes.conflict-<12 hex of commit>.md``, numbered if that is taken."""
+    dot = name.rfind(".")
+    stem, suffix = (name[:dot], name[dot:]) if dot > 0 else (name, "")
+    tag = f".conflict-{commit[:12]}"
+    # Keep within a component's 255 bytes: shorten the stem, never the tag.
+    room = 255 - len((tag + suffix).encode("utf-8")) - 4
+    while len(stem.encode("utf-8")) > room:
+        stem = stem[:-1]
+    candidate, number = f"{stem}{tag}{suffix}", 2
+    while taken(candidate):
+        candidate, number = f"{stem}{tag}-{number}{suffix}", number + 1
+    return candidate
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def merge_text(base: str, first: str, second: str) -> str | None:
+    """The three-way line merge of two edits of ``base``, or None on any conflicting region."""
+    out: list[str] = []
+    for group in Merge3(_lines(base), _lines(first), _lines(second)).merge_groups():
+        if group[0] == "conflict":
+            return None
+        out.extend(group[1])
+    return "".join(out)
+
+
+def merge_trees(codec: TreeCodec, base: _Op | None, ours: _Op, theirs: _Op) -> MergeResult:
+    """Merge ``theirs`` into ``ours`` over ``base``; the result is the same either way round."""
+    first, second = sorted((ours, theirs), key=lambda op: op.commit)
+    snaps = [Snapshot(codec, None if s is None else s.tree) for s in (base, first, second)]
+    files = [s.files() for s in snaps]
+    dirs = [{p for p, n in s.walk() if n.kind == KIND_DIR and not p.is_root} for s in snaps]
+    b_files, a_files, c_files = files
+    result: dict[MemoryPath, Node | bytes] = {}
+    moved: list[tuple[MemoryPath, Node | bytes, str]] = []  # to a sibling: content and kind
+    outcome = MergeResult("")
+
+    def text_of(node: Node, path: MemoryPath) -> str:
+        return decode_text(codec.read_file(node.oid), path)
+
+    for path in sorted(set(b_files) | set(a_files) | set(c_files)):
+        b, a, c = b_files.get(path), a_files.get(path), c_files.get(path)
+        b_oid, a_oid, c_oid = (None if n is None else n.oid for n in (b, a, c))
+        if a_oid == c_oid or c_oid == b_oid:
+            if a is not None:
+                result[path] = a
+        elif a_oid == b_oid:
+            if c is not None:
+                result[path] = c
+        elif a is None or c is None:
+            # One side deleted what the other edited: the edit is kept.
+            result[path] = c if a is None else a  # type: ignore[assignment]
+            outcome.kept.append({"path": str(path), "kind": "edit-kept"})
+        else:
+            merged = (
+                None
+                if b is None
+                else merge_text(text_of(b, path), *(text_of(n, path) for n in (a, c)))
+            )
+            if merged is not None:
+                result[path] = merged.encode("utf-8")
+            else:
+                result[path] = a
+                moved.append((path, c, "added-both" if b is None else "changed-both"))
+
+    kept_dirs = {
+        d
+        for d in dirs[1] | dirs[2]
+        if not (d in dirs[0] and (d not in dirs[1] or d not in dirs[2]))
+    }
+    for path in list(result):
+        kept_dirs.update(p for p in _ancestors(path))
+    # A file where the other side has a directory moves aside; the directory stays.
+    for path in sorted(p for p in result if p in kept_dirs):
+        moved.append((path, result.pop(path), "file-vs-directory"))
+
+    occupied = {str(p) for p in result} | {str(p) for p in kept_dirs}
+    for path, content, kind in moved:
+        side = (
+            second if kind != "file-vs-directory" else _owner(path, a_files, c_files, first, second)
+        )
+        parent = path.parent
+
+        def taken(name: str, parent: MemoryPath = parent) -> bool:
+            return str(parent.child(name)) in occupied
+
+        name = sibling_name(path.name, side.commit, taken)
+        target = parent.child(name)
+        occupied.add(str(target))
+        result[target] = content
+        outcome.conflicts.append({"path": str(path), "sibling": str(target), "kind": kind})
+
+    editor = TreeEditor(codec, None)
+    for directory in sorted(kept_dirs, key=lambda p: len(p.parts)):
+        editor.put_dir(directory)
+    for path, content in sorted(result.items()):
+        if isinstance(content, bytes):
+            editor.put_file(path, content)
+        else:
+            editor.ensure_parent(path).nodes[path.name] = Node(KIND_FILE, content.oid)
+    outcome.tree = editor.write()
+    outcome.conflicts.sort(key=lambda c: (c["path"], c["sibling"]))
+    return outcome
+
+
+def _ancestors(path: MemoryPath) -> list[MemoryPath]:
+    out, current = [], path.parent
+    while not current.is_root:
+        out.append(current)
+        current = current.parent
+    return out
+
+
+def _owner(
+    path: MemoryPath,
+    a_files: dict[MemoryPath, Node],
+    c_files: dict[MemoryPath, Node],
+    first: _Op,
+    second: _Op,
+) -> _Op:
+    """The side whose file at ``path`` collided with a directory (for the sibling's tag)."""
+    return first if path in a_files else second

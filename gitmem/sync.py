@@ -1,0 +1,339 @@
+"""Replicas through git remotes: clone, pull, push, sync (``docs/design.md``, "Replicas").
+
+Only libgit2 touches the wire (``gitrepo``); only ciphertext objects and gitmem's refs go over
+it. A pull fetches through a scratch repository and changes nothing until the incoming head has
+been identified as this store, authenticated, and checked against this client's mark of that
+remote; a push is never forced.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import (
+    ConflictError,
+    DifferentStore,
+    GitMemError,
+    NotAStoreRemote,
+    PushRejected,
+    RollbackDetected,
+    UsageError,
+)
+from .gitrepo import BRANCH, META_REF, GitRepo
+from .highwater import HighWater, Mark
+from .merge import merge_base, merge_trees
+from .operation import Operation
+from .options import StoreOptions
+from .replica import meta_at
+from .store import Change, MemoryStore, NoChange, changed_files, register_replication
+from .syncresult import SyncResult
+from .tree import Snapshot, TreeEditor
+
+DEFAULT_REMOTE = "origin"
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?[^/:]+:(?!//)")
+_SYNC_RETRIES = 3
+
+
+def check_url(url: str) -> str:
+    """``url`` normalised for git (local paths made absolute); refuses embedded passwords."""
+    if not url or url != url.strip() or any(ord(ch) < 0x20 for ch in url):
+        raise UsageError(f"not a usable remote URL: {url!r}")
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.password is not None:
+            raise UsageError(
+                "the remote URL contains a password; give the token in GITMEM_HTTPS_TOKEN "
+                "instead, so that it is never written to the repository's config"
+            )
+        return url
+    if _SCP_LIKE.match(url):
+        return url
+    return str(Path(url).expanduser().resolve())
+
+
+def check_remote_name(name: str) -> str:
+    """``name`` if it is a valid remote name (letters, digits, ``.``, ``_``, ``-``)."""
+    if not _REMOTE_NAME.match(name) or name.endswith(".lock") or ".." in name:
+        raise UsageError(f"invalid remote name {name!r}: use letters, digits, '.', '_' or '-'")
+    return name
+
+
+def resolve_remote(repo: GitRepo, remote: str) -> tuple[str, str]:
+    """``(label, url)`` for a configured remote name or a URL."""
+    url = repo.remote_url(remote) if _REMOTE_NAME.match(remote) else None
+    if url is not None:
+        return remote, check_url(url)
+    if _REMOTE_NAME.match(remote) and not Path(remote).exists():
+        raise UsageError(f"no remote named {remote!r} (add one with `gitmem remote add`)")
+    return remote, check_url(remote)
+
+
+def _remote_mark(store: MemoryStore, url: str) -> HighWater | None:
+    if store.high_water is None:
+        return None
+    return HighWater(store.store_id, store.options.state_dir, remote=url)
+
+
+def _check_remote_head(
+    store: MemoryStore, marks: HighWater | None, op: Operation | None, url: str
+) -> None:
+    """Refuse a remote head that went back from what this client last saw of that remote."""
+    if marks is None:
+        return
+    mark = marks.read()
+    if mark is None or (op is not None and op.commit == mark.commit):
+        return
+    if op is None or op.seq <= mark.seq or not store.contains(op, mark.commit, mark.seq):
+        where = "is gone" if op is None else f"is at operation #{op.seq} ({op.commit[:12]})"
+        raise RollbackDetected(
+            f"the remote {url} {where}, which does not follow operation #{mark.seq} "
+            f"({mark.commit[:12]}) that this client saw there: it was rewound or force-pushed; "
+            "nothing was changed locally"
+        )
+
+
+def _identify(store: MemoryStore, head: str | None, meta_blob: str | None, url: str) -> None:
+    found = meta_at(store.repo, head, meta_blob)
+    if found is None:
+        raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
+    if found.meta.store_id != store.keys.store_id:
+        raise DifferentStore(
+            f"the remote {url} holds another gitmem store ({found.meta.store_id.hex()}), "
+            f"not {store.store_id}"
+        )
+    if found.meta.key_check != store.keys.check_value():
+        raise DifferentStore(f"the remote {url} holds store {store.store_id} under another key")
+
+
+def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
+    """Fetch ``remote``'s branch and fast-forward or merge it into this replica.
+
+    The network part takes no lock (a local write never waits on it); fetched objects are
+    inert until the branch points at them. Only after the incoming head is identified as this
+    store, authenticated and checked against this client's mark of the remote does the branch
+    move, under the writer lock.
+    """
+    label, url = resolve_remote(store.repo, remote)
+    marks = _remote_mark(store, url)
+    repo = store.repo
+    heads = repo.list_remote(url)
+    if not heads:
+        return SyncResult(label, url, "empty", store.head(), None)
+    if BRANCH not in heads and META_REF not in heads:
+        raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
+    fetched = repo.fetch(url, [ref for ref in (BRANCH, META_REF) if ref in heads])
+    incoming = fetched.get(BRANCH)
+    _identify(store, incoming, fetched.get(META_REF), url)
+    theirs = None if incoming is None else store.read_operation(incoming)
+    _check_remote_head(store, marks, theirs, url)
+    result = _integrate(store, label, url, theirs)
+    if marks is not None and theirs is not None:
+        marks.advance(Mark(theirs.commit, theirs.seq))
+    return result
+
+
+def _integrate(store: MemoryStore, label: str, url: str, theirs: Operation | None) -> SyncResult:
+    """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit."""
+    if theirs is None:
+        return SyncResult(label, url, "up-to-date", store.head(), None)
+    for _ in range(_SYNC_RETRIES):
+        with store.repo.write_lock(store.lock_timeout):
+            ours = store.head_operation()
+            if store.contains(ours, theirs.commit, theirs.seq):
+                assert ours is not None
+                return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
+            if ours is None or store.contains(theirs, ours.commit, ours.seq):
+                store.repo.update_ref(BRANCH, theirs.commit, None if ours is None else ours.commit)
+                if store.high_water is not None:
+                    # Proven above: theirs descends from ours, which passed the rollback check,
+                    # so the mark may follow without walking the new commits a second time.
+                    store.high_water.advance(Mark(theirs.commit, theirs.seq))
+                head = store.head_operation()
+                assert head is not None
+                return SyncResult(label, url, "fast-forward", head.commit, theirs.commit)
+
+        def edit(head: Operation | None, tree: TreeEditor) -> Change[str] | NoChange[str]:
+            if (
+                head is None
+                or store.contains(head, theirs.commit, theirs.seq)
+                or store.contains(theirs, head.commit, head.seq)
+            ):
+                return NoChange("again")  # the branch moved since we looked: decide afresh
+            base = merge_base(head, theirs, store.read_operation)
+            if base is None:
+                raise ConflictError(
+                    f"the remote {url} has a history unrelated to this replica's; "
+                    "nothing was merged"
+                )
+            merged = merge_trees(store.codec, base, head, theirs)
+            # Even when the merged tree equals ours, the merge commit records that theirs is
+            # included (else the next push would be refused as lacking the remote's commits).
+            before, after = Snapshot(store.codec, head.tree), Snapshot(store.codec, merged.tree)
+            paths = tuple(changed_files(before, after))
+            detail = merged.detail(theirs, base)
+            return Change(paths, "merged", detail, tree=merged.tree, merged=theirs)
+
+        op, _ = store.write("merge", edit)
+        if op is not None:
+            return SyncResult(label, url, "merged", op.commit, theirs.commit, op)
+    raise ConflictError("the branch kept moving during the pull; nothing was merged, pull again")
+
+
+def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
+    """Send this replica's branch to ``remote`` (never forced; the local store is not locked)."""
+    label, url = resolve_remote(store.repo, remote)
+    marks = _remote_mark(store, url)
+    repo = store.repo
+    head = store.head_operation()
+    heads = repo.list_remote(url)
+    if heads and BRANCH not in heads and META_REF not in heads:
+        raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
+    remote_head = heads.get(BRANCH)
+    theirs = None
+    if remote_head is not None:
+        if not repo.has(remote_head):
+            raise PushRejected(
+                f"the remote {url} has commits this replica lacks; pull or sync first"
+            )
+        theirs = store.read_operation(remote_head)
+    _check_remote_head(store, marks, theirs, url)
+    if (
+        theirs is not None
+        and head is not None
+        and not store.contains(head, theirs.commit, theirs.seq)
+    ):
+        raise PushRejected(f"the remote {url} has commits this replica lacks; pull or sync first")
+    specs = []
+    if head is not None and (theirs is None or theirs.commit != head.commit):
+        specs.append(f"{BRANCH}:{BRANCH}")
+    if META_REF not in heads and repo.ref(META_REF) is not None:
+        specs.append(f"{META_REF}:{META_REF}")
+    if not specs:
+        return SyncResult(
+            label, url, "up-to-date", None if head is None else head.commit, remote_head
+        )
+    repo.push(url, specs)
+    if marks is not None and head is not None:
+        marks.advance(Mark(head.commit, head.seq))
+    return SyncResult(label, url, "pushed", None if head is None else head.commit, remote_head)
+
+
+def sync(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
+    """Pull (merging if needed), then push what the remote lacks."""
+    for _ in range(_SYNC_RETRIES):
+        pulled = pull(store, remote)
+        try:
+            pushed = push(store, remote)
+        except PushRejected:
+            continue  # someone pushed between our pull and push: pull again
+        action = (
+            pulled.action
+            if pushed.action == "up-to-date"
+            else (
+                "pushed" if pulled.action in ("up-to-date", "empty") else f"{pulled.action}+pushed"
+            )
+        )
+        return SyncResult(
+            pulled.remote, pulled.url, action, pushed.head, pushed.remote_head, pulled.merge
+        )
+    raise PushRejected("the remote kept moving during sync; nothing was lost, sync again")
+
+
+def clone(
+    url: str,
+    path: str | os.PathLike[str],
+    key: str | bytes | None = None,
+    options: StoreOptions | None = None,
+) -> MemoryStore:
+    """Make a new replica at ``path`` of the store at ``url`` and return it opened.
+
+    ``path`` must not exist or be an empty directory. On any failure the new replica is removed.
+    """
+    target = Path(path)
+    clean = check_url(url)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} already exists; clone into a new path")
+    made = not target.exists()
+    try:
+        repo = GitRepo.init(target)
+        heads = repo.list_remote(clean)
+        if not heads:
+            raise NotAStoreRemote(f"the remote {clean} is empty: nothing to clone")
+        if BRANCH not in heads and META_REF not in heads:
+            raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")
+        fetched = repo.fetch(clean, [ref for ref in (BRANCH, META_REF) if ref in heads])
+        found = meta_at(repo, fetched.get(BRANCH), fetched.get(META_REF))
+        if found is None:
+            raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")
+        repo.create_ref(META_REF, found.blob)
+        if BRANCH in fetched:
+            repo.create_ref(BRANCH, fetched[BRANCH])
+        store = MemoryStore.open(target, key, options=options)
+        head = store.head_operation()
+        repo.add_remote(DEFAULT_REMOTE, clean)
+        marks = _remote_mark(store, clean)
+        if marks is not None and head is not None:
+            marks.advance(Mark(head.commit, head.seq))
+        return store
+    except BaseException:
+        if made:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            for child in target.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink()
+        raise
+
+
+def add_remote(store: MemoryStore, name: str, url: str) -> None:
+    """Configure remote ``name`` at ``url`` in this replica."""
+    store.repo.add_remote(check_remote_name(name), check_url(url))
+
+
+def remove_remote(store: MemoryStore, name: str) -> None:
+    """Remove remote ``name`` and this client's mark of it (a re-added remote starts afresh)."""
+    url = store.repo.remote_url(check_remote_name(name))
+    store.repo.remove_remote(name)
+    if url is not None:
+        marks = _remote_mark(store, check_url(url))
+        if marks is not None:
+            marks.reset(None)
+
+
+def list_remotes(store: MemoryStore) -> list[tuple[str, str]]:
+    """``(name, url)`` of every configured remote, sorted by name."""
+    return store.repo.remote_names()
+
+
+class _Replication:
+    """This module's functions, as the store's replication seam (``MemoryStore.sync`` etc.)."""
+
+    clone = staticmethod(clone)
+    pull = staticmethod(pull)
+    push = staticmethod(push)
+    sync = staticmethod(sync)
+    add_remote = staticmethod(add_remote)
+    remove_remote = staticmethod(remove_remote)
+
+
+register_replication(_Replication())
+
+__all__ = [
+    "DEFAULT_REMOTE",
+    "GitMemError",
+    "SyncResult",
+    "add_remote",
+    "clone",
+    "list_remotes",
+    "pull",
+    "push",
+    "remove_remote",
+    "sync",
+]

@@ -1,0 +1,199 @@
+"""Real git servers on 127.0.0.1 for sync tests: ``git daemon`` and smart HTTP (``http-backend``).
+
+Both are started and stopped by the tests that use them, serve only a temporary directory, and
+listen on loopback only.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+GIT_CORE = Path("/usr/lib/git-core")
+
+
+def git_tool(name: str) -> str | None:
+    """The path of a git helper program (``git-daemon``, ``git-http-backend``), or None."""
+    candidate = GIT_CORE / name
+    if candidate.is_file():
+        return str(candidate)
+    exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout
+    found = Path(exec_path.strip()) / name
+    return str(found) if found.is_file() else shutil.which(name)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bare_repo(root: Path, name: str) -> Path:
+    """An empty bare repository ``root/name`` that accepts pushes over HTTP too."""
+    path = root / name
+    subprocess.run(["git", "init", "--bare", "-q", str(path)], check=True)
+    subprocess.run(
+        ["git", "--git-dir", str(path), "config", "http.receivepack", "true"], check=True
+    )
+    return path
+
+
+@contextlib.contextmanager
+def git_daemon(root: Path) -> Iterator[str]:
+    """``git daemon`` serving ``root`` with pushes enabled; yields ``git://127.0.0.1:PORT``."""
+    daemon = git_tool("git-daemon")
+    assert daemon is not None, "git-daemon is missing (install git)"
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            daemon,
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={root}",
+            "--export-all",
+            "--enable=receive-pack",
+            "--informative-errors",
+            str(root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, proc)
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def git_http(root: Path, token: str | None = None) -> Iterator[str]:
+    """Smart HTTP through ``git http-backend`` (CGI); with ``token``, Basic auth is required.
+
+    Yields ``http://127.0.0.1:PORT``.
+    """
+    found = git_tool("git-http-backend")
+    assert found is not None, "git-http-backend is missing (install git)"
+    backend: str = found
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._cgi()
+
+        def do_POST(self) -> None:
+            self._cgi()
+
+        def _body(self) -> bytes:
+            if "chunked" in self.headers.get("Transfer-Encoding", ""):
+                # libgit2 streams pushes with chunked transfer encoding.
+                parts: list[bytes] = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return b"".join(parts)
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _cgi(self) -> None:
+            if token is not None:
+                expected = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+                if self.headers.get("Authorization") != f"Basic {expected}":
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="gitmem-test"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+            path, _, query = self.path.partition("?")
+            body = self._body()
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "GIT_PROJECT_ROOT": str(root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+                "REQUEST_METHOD": self.command,
+                "PATH_INFO": path,
+                "QUERY_STRING": query,
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(len(body)),
+                "REMOTE_ADDR": "127.0.0.1",
+                "REMOTE_USER": "gitmem-test",
+            }
+            if self.headers.get("Content-Encoding"):
+                env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+            if self.headers.get("Git-Protocol"):
+                env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+            out = subprocess.run([backend], input=body, env=env, capture_output=True).stdout
+            head, _, payload = out.partition(b"\r\n\r\n")
+            if not _:
+                head, _, payload = out.partition(b"\n\n")
+            status = 200
+            headers = []
+            for line in head.decode("latin-1").splitlines():
+                name, _, value = line.partition(":")
+                if name.lower() == "status":
+                    status = int(value.strip().split()[0])
+                elif name:
+                    headers.append((name, value.strip()))
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the git daemon exited at start")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError("the git daemon did not start listening")
+
+
+def all_object_bytes(repo: Path) -> list[bytes]:
+    """The content of every object in ``repo`` (loose or packed), as git itself reads them."""
+    listing = subprocess.run(
+        ["git", "--git-dir", str(repo), "cat-file", "--batch-all-objects", "--batch-check"],
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout.split()
+    oids = listing[0::3]
+    out = subprocess.run(
+        ["git", "--git-dir", str(repo), "cat-file", "--batch"],
+        input="\n".join(oids).encode() + b"\n",
+        capture_output=True,
+        check=True,
+    ).stdout
+    return [out]

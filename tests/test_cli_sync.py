@@ -1,0 +1,107 @@
+"""`gitmem clone`, `remote`, `push`, `pull`, `sync` on the command line: output, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitmem import MemoryStore, generate_key
+from gitmem.cli import main
+from gitmem.paths import parse
+
+
+@pytest.fixture
+def setup(tmp_path: Path, key: str) -> tuple[Path, Path, dict[str, str]]:
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(origin)], check=True)
+    store = MemoryStore.init(tmp_path / "a.git", key)
+    store.create(parse("/memories/notes.md"), "1\n2\n3\n")
+    return tmp_path / "a.git", origin, {"GITMEM_KEY": key}
+
+
+def run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_remote_push_clone_pull_sync(
+    setup: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    a, origin, env = setup
+    assert run(env, "--repo", str(a), "remote", "add", "origin", str(origin)) == (
+        0,
+        f"Added remote origin: {origin}\n",
+        "",
+    )
+    code, out, _ = run(env, "--repo", str(a), "remote", "list", "--json")
+    assert code == 0 and json.loads(out) == {"name": "origin", "url": str(origin)}
+    code, out, _ = run(env, "--repo", str(a), "push")
+    assert code == 0 and out.startswith("Pushed ")
+    b = tmp_path / "b.git"
+    code, out, _ = run(env, "clone", str(origin), str(b), "--json")
+    body = json.loads(out)
+    assert code == 0 and body["seq"] == 1 and body["url"] == str(origin)
+    MemoryStore.open(a, env["GITMEM_KEY"]).str_replace(parse("/memories/notes.md"), "1\n", "one\n")
+    MemoryStore.open(b, env["GITMEM_KEY"]).str_replace(
+        parse("/memories/notes.md"), "3\n", "three\n"
+    )
+    code, out, _ = run(env, "--repo", str(a), "sync")
+    assert (code, out.split()[0]) == (0, "Pushed")
+    code, out, _ = run(env, "--repo", str(b), "sync", "--json")
+    body = json.loads(out)
+    assert code == 0 and body["action"] == "merged+pushed" and body["conflicts"] == []
+    assert body["merge"]["command"] == "merge"
+    code, out, _ = run(env, "--repo", str(a), "pull", "origin")
+    assert code == 0 and out.startswith("Fast-forwarded to ")
+    assert MemoryStore.open(a, env["GITMEM_KEY"]).files() == {
+        "/memories/notes.md": "one\n2\nthree\n"
+    }
+    assert run(env, "--repo", str(a), "remote", "remove", "origin")[0] == 0
+    assert run(env, "--repo", str(a), "remote", "list")[1] == ""
+
+
+def test_conflict_lines_and_exit_codes(
+    setup: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    a, origin, env = setup
+    run(env, "--repo", str(a), "push", str(origin))
+    b = tmp_path / "b.git"
+    assert run(env, "clone", str(origin), str(b))[0] == 0
+    MemoryStore.open(a, env["GITMEM_KEY"]).str_replace(
+        parse("/memories/notes.md"), "2\n", "two (a)\n"
+    )
+    MemoryStore.open(b, env["GITMEM_KEY"]).str_replace(
+        parse("/memories/notes.md"), "2\n", "two (b)\n"
+    )
+    # Not pulled yet: the push is refused (exit 11), as JSON on stderr with --json.
+    assert run(env, "--repo", str(a), "push", str(origin))[0] == 0
+    code, _, err = run(env, "--repo", str(b), "push", "--json")
+    assert code == 11 and json.loads(err)["error"] == "PushRejected"
+    code, out, _ = run(env, "--repo", str(b), "sync")
+    assert code == 0
+    assert "conflict: /memories/notes.md changed on both sides; the other version is at " in out
+    # Unreachable (10), not a store (3), a different store (12), a wrong key on clone (4).
+    assert run(env, "--repo", str(a), "pull", str(tmp_path / "none.git"))[0] == 10
+    plain = tmp_path / "plain.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(plain)], check=True)
+    blob = (
+        subprocess.run(
+            ["git", "--git-dir", str(plain), "hash-object", "-w", "--stdin"],
+            input=b"x",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    subprocess.run(["git", "--git-dir", str(plain), "update-ref", "refs/tags/x", blob], check=True)
+    assert run(env, "--repo", str(a), "pull", str(plain))[0] == 3
+    other = MemoryStore.init(tmp_path / "other.git", env["GITMEM_KEY"])
+    other.create(parse("/memories/x.md"), "x\n")
+    assert run(env, "--repo", str(a), "pull", str(other.path))[0] == 12
+    code, _, err = run({"GITMEM_KEY": generate_key()}, "clone", str(origin), str(tmp_path / "c"))
+    assert code == 4 and err.startswith("gitmem: error: ") and not (tmp_path / "c").exists()
