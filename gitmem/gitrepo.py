@@ -380,7 +380,9 @@ class GitRepo:
         letting go of the writer lock, so that writers queued behind it share one flush).
         """
         ticket = self._publish(name, new, expected)
-        if name == BRANCH:
+        # About one write in AUTO_CHECK_EVERY looks at what needs packing (the commit id decides,
+        # so it is spread evenly over writes and processes, and costs nothing to decide).
+        if name == BRANCH and int(new[:2], 16) % AUTO_CHECK_EVERY == 0:
             self._auto_maintain()
         if wait:
             self.wait_durable(ticket)
@@ -1037,6 +1039,8 @@ _GC_TMP_PREFIX = "gitmem-gc-"
 AUTO_PACK_LOOSE = 384
 # ... and merge packs once there are more than this many, the smallest first.
 AUTO_PACK_LIMIT = 8
+# How often (one write in this many) a write checks whether maintenance is due.
+AUTO_CHECK_EVERY = 16
 _HEX_NAMES = frozenset(f"{i:02x}" for i in range(256))
 
 

@@ -252,6 +252,7 @@ def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     # Thresholds of one object and two packs, so that a few writes exercise both steps.
     monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
     monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
+    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
     store = filled(repo_path, key)
     for i in range(12):
         store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
@@ -283,6 +284,7 @@ def test_a_failing_maintenance_does_not_fail_the_write(
         raise OSError(28, "No space left on device")
 
     store = filled(repo_path, key, files=2)
+    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
     monkeypatch.setattr(gitrepo.GitRepo, "maintain", full)
     op = store.create(parse_path("/memories/after.md"), "still written\n")
     assert MemoryStore.open(repo_path, key).head() == op.commit
