@@ -1034,13 +1034,13 @@ def _require_file(path: Path, name: str) -> None:
 
 _GC_TMP_PREFIX = "gitmem-gc-"
 # Automatic maintenance (GitRepo.maintain): pack the loose objects once about this many have
-# accumulated (about 60 small writes; git's gc.auto is 6,700, but each loose object here is a
+# accumulated (about 20 small writes; git's gc.auto is 6,700, but each loose object here is a
 # few hundred bytes in a file-system block of 4 KiB) ...
-AUTO_PACK_LOOSE = 384
+AUTO_PACK_LOOSE = 128
 # ... and merge packs once there are more than this many, the smallest first.
 AUTO_PACK_LIMIT = 8
 # How often (one write in this many) a write checks whether maintenance is due.
-AUTO_CHECK_EVERY = 16
+AUTO_CHECK_EVERY = 8
 _HEX_NAMES = frozenset(f"{i:02x}" for i in range(256))
 
 
