@@ -1034,9 +1034,9 @@ def _require_file(path: Path, name: str) -> None:
 
 _GC_TMP_PREFIX = "gitmem-gc-"
 # Automatic maintenance (GitRepo.maintain): pack the loose objects once about this many have
-# accumulated (about 20 small writes; git's gc.auto is 6,700, but each loose object here is a
+# accumulated (about a dozen small writes; git's gc.auto is 6,700, but each loose object here is a
 # few hundred bytes in a file-system block of 4 KiB) ...
-AUTO_PACK_LOOSE = 128
+AUTO_PACK_LOOSE = 64
 # ... and merge packs once there are more than this many, the smallest first.
 AUTO_PACK_LIMIT = 8
 # How often (one write in this many) a write checks whether maintenance is due.
@@ -1053,12 +1053,15 @@ class MaintenanceReport:
 
 
 def _loose_estimate(objects: Path) -> int:
-    """About how many loose objects there are, from four of the 256 fan-out directories."""
+    """About how many loose objects there are, from eight of the 256 fan-out directories."""
     seen = 0
-    for fanout in ("00", "55", "aa", "ff"):
+    for fanout in _SAMPLED_FANOUTS:
         with contextlib.suppress(OSError):
-            seen += len(os.listdir(objects / fanout))
-    return seen * 64
+            seen += len(os.listdir(f"{objects}/{fanout}"))
+    return seen * (256 // len(_SAMPLED_FANOUTS))
+
+
+_SAMPLED_FANOUTS = ("00", "20", "40", "60", "80", "a0", "c0", "e0")
 
 
 def _loose_objects(objects: Path) -> list[str]:
