@@ -416,6 +416,8 @@ class GitRepo:
         return None
 
     def _auto_maintain(self) -> None:
+        if os.environ.get("GITMEM_GC_AUTO") == "0":
+            return  # turned off, as git's gc.auto=0 does
         # The write is durable already: a failure here (a full disk) must not fail it; the next
         # write tries again, and so does `gitmem gc`.
         with contextlib.suppress(OSError, pygit2.GitError, GitMemError):

@@ -250,6 +250,7 @@ def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     from gitmem import gitrepo
 
     # Thresholds of one object and two packs, so that a few writes exercise both steps.
+    monkeypatch.delenv("GITMEM_GC_AUTO")
     monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
     monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
     monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
@@ -269,10 +270,22 @@ def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     )
 
 
-def test_no_maintenance_below_the_thresholds(repo_path: Path, key: str) -> None:
-    filled(repo_path, key)
+def test_no_maintenance_below_the_thresholds_or_when_turned_off(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import gitrepo
+
+    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
+    filled(repo_path, key)  # GITMEM_GC_AUTO=0 (conftest)
     assert loose_objects(repo_path)
     assert packs(repo_path) == []
+    monkeypatch.delenv("GITMEM_GC_AUTO")
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 10**9)
+    other = repo_path.parent / "other.git"
+    filled(other, key)
+    assert loose_objects(other)
+    assert packs(other) == []
 
 
 def test_a_failing_maintenance_does_not_fail_the_write(
@@ -284,6 +297,7 @@ def test_a_failing_maintenance_does_not_fail_the_write(
         raise OSError(28, "No space left on device")
 
     store = filled(repo_path, key, files=2)
+    monkeypatch.delenv("GITMEM_GC_AUTO")
     monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
     monkeypatch.setattr(gitrepo.GitRepo, "maintain", full)
     op = store.create(parse_path("/memories/after.md"), "still written\n")
