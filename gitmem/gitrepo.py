@@ -79,6 +79,7 @@ META_REF = "refs/gitmem/meta"
 LOCK_FILE = "gitmem.lock"
 # Scratch repository a fetch goes through (see GitRepo.fetch); removed when the fetch ends.
 _FETCH_SCRATCH = "gitmem-fetch"
+_STALE_SCRATCH_SECONDS = 3600
 TREE_MODE = int(FileMode.TREE)
 BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
@@ -627,11 +628,15 @@ class GitRepo:
         committish"), and ``refs/gitmem/meta`` is one; so the fetch goes into a scratch
         repository inside this one that borrows its objects (``objects/info/alternates``) and
         holds only the branch, for negotiation. Its new packs and loose objects are then moved
-        here (durably, the index last) and it is removed; a scratch repository left by a crash
-        is removed by the next fetch.
+        here (durably, the index last) and it is removed. Each fetch has its own scratch
+        repository (fetches take no lock, so two may run at once); one left by a crash is
+        removed by a later fetch once it is an hour old.
         """
-        scratch = self.path / _FETCH_SCRATCH
-        shutil.rmtree(scratch, ignore_errors=True)
+        for stale in self.path.glob(f"{_FETCH_SCRATCH}-*"):
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > _STALE_SCRATCH_SECONDS:
+                    shutil.rmtree(stale, ignore_errors=True)
+        scratch = self.path / f"{_FETCH_SCRATCH}-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             staging = pygit2.init_repository(str(scratch), bare=True)
             os.chmod(scratch, 0o700)

@@ -146,7 +146,7 @@ def test_rewound_remote_is_refused_on_pull(
     with pytest.raises(RollbackDetected, match="rewound or force-pushed"):
         first.pull()
     assert first.head() == local_head
-    assert not (first.path / "gitmem-fetch").exists()
+    assert list(first.path.glob("gitmem-fetch*")) == []
 
 
 def test_unreachable_remote_changes_nothing(first: MemoryStore, tmp_path: Path) -> None:
@@ -240,3 +240,23 @@ def test_log_show_blame_restore_understand_merges(
     second.restore(merge.parents[0])
     assert second.read_text(parse("/memories/notes.md")) == "1\n2\n3\n4\nfive\n"
     assert second.verify().ok
+
+
+def test_each_fetch_has_its_own_scratch_repository(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    """Fetches take no lock: another fetch's scratch repository is left alone, a crashed one
+    (an hour old) is removed."""
+    import os
+
+    second = clone(first, origin, tmp_path, key, "b")
+    running = second.path / "gitmem-fetch-1-aaaaaaaa"
+    crashed = second.path / "gitmem-fetch-2-bbbbbbbb"
+    for scratch in (running, crashed):
+        scratch.mkdir()
+        (scratch / "HEAD").write_text("x")
+    os.utime(crashed, (1, 1))
+    write(first, "new.md", "n\n")
+    first.push()
+    assert second.pull().action == "fast-forward"
+    assert running.exists() and not crashed.exists()
