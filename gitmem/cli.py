@@ -38,6 +38,7 @@ from .initstore import init_store
 from .keysource import (
     ENV_KEY,
     ENV_KEY_FILE,
+    ENV_PASSPHRASE,
     read_key_file,
     user_key_path,
     write_key_file,
@@ -79,11 +80,37 @@ class CliState:
         if self._store is None:
             if not self.repo:
                 raise UsageError("no store given: pass --repo PATH or set GITMEM_REPO")
-            self._store = MemoryStore.open(self.repo, self.key(), session=session or cli_session())
+            prompt = ask_passphrase if _isatty(sys.stdin) else None
+            self._store = MemoryStore.open(
+                self.repo, self.key(), session=session or cli_session(), prompt=prompt
+            )
         return self._store
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def ask_passphrase() -> str:
+    """The store's passphrase, asked on the terminal without echo."""
+    text: str = click.prompt("Passphrase", hide_input=True, err=True)
+    return text
+
+
+def new_passphrase() -> str:
+    """A new passphrase: asked twice on a terminal, else the first line of stdin."""
+    if _isatty(sys.stdin):
+        text: str = click.prompt(
+            "New passphrase", hide_input=True, confirmation_prompt=True, err=True
+        )
+        return text
+    line = sys.stdin.readline()
+    if line.endswith("\n"):
+        line = line[:-1]
+    if line.endswith("\r"):
+        line = line[:-1]
+    if not line:
+        raise UsageError("no passphrase on stdin (give the new passphrase as its first line)")
+    return line
 
 
 def cli_session() -> str:
@@ -101,6 +128,13 @@ def error_message(exc: GitMemError, state: CliState | None) -> str:
             if exc.key_file is not None
             else "this store has no per-user key file yet"
         )
+        if exc.passphrase_slots:
+            return (
+                f"no key for {store}: {ENV_KEY}, {ENV_KEY_FILE} and {ENV_PASSPHRASE} are not set, "
+                f"{where}, and stdin is not a terminal to ask for a passphrase. Set "
+                f"{ENV_PASSPHRASE} to the passphrase of one of its key slots, give --key-file "
+                f"FILE, or set {ENV_KEY} to the key text or {ENV_KEY_FILE} to a file holding it"
+            )
         return (
             f"no key for {store}: {ENV_KEY} and {ENV_KEY_FILE} are not set, and {where}. "
             f"Give --key-file FILE, set {ENV_KEY} to the key text or {ENV_KEY_FILE} to a file "
@@ -506,6 +540,10 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
     if print_key and state.key_file is not None:
         raise UsageError("give --print-key or --key-file, not both")
     key_path = state.key_file
+    passphrase = os.environ.get(ENV_PASSPHRASE)
+    given = os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE)
+    if key_path is None and passphrase and not given and not print_key:
+        return _init_with_passphrase(target, passphrase, as_json)
     if key_path is not None:
         if key_path.exists():
             key, source = read_key_file(key_path), f"Key: the one in {key_path}"
@@ -1395,3 +1433,103 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
         f"{report.kept} younger than {grace}; {report.bytes_before:,} -> "
         f"{report.bytes_after:,} bytes."
     )
+
+
+# -- key slots ----------------------------------------------------------------------------------
+
+
+@main.group()
+def key() -> None:
+    """Manage the store's key slots: passphrases and keys that open it."""
+
+
+@key.command("add")
+@click.option("--label", default="", metavar="L", help="A label for the new slot (encrypted).")
+@json_option
+@pass_state
+def key_add(state: CliState, label: str, as_json: bool) -> None:
+    """Add a passphrase slot.
+
+    The new passphrase is read from stdin when it is not a terminal (its first line), and asked
+    twice when it is. A store without slots gets a slot for its current key as well.
+    """
+    store = state.store()
+    slot = store.add_key(passphrase=new_passphrase(), label=label)
+    if as_json:
+        emit_json({"slot": slot, "label": label})
+        return
+    click.echo(f"Added key slot {slot}" + (f" ({label})" if label else ""))
+
+
+@key.command("list")
+@json_option
+@pass_state
+def key_list(state: CliState, as_json: bool) -> None:
+    """List the key slots: id, kind, label; * marks the one that opened the store."""
+    slots = state.store().key_slots()
+    if as_json:
+        for slot in slots:
+            emit_json(slot)
+        return
+    if not slots:
+        click.echo("No key slots: the store opens with its key only (gitmem key add).")
+    for slot in slots:
+        mark = "*" if slot["current"] else " "
+        click.echo(f"{mark} {slot['slot']}  {slot['kind']:<10}  {visible(slot['label'])}")
+
+
+@key.command("remove")
+@click.argument("slot")
+@json_option
+@pass_state
+def key_remove(state: CliState, slot: str, as_json: bool) -> None:
+    """Remove key slot SLOT (refused for the last one) and start a new key epoch.
+
+    Nothing written from now on opens with the removed slot's passphrase or keys.
+    """
+    epoch = state.store().remove_key(slot)
+    if as_json:
+        emit_json({"removed": slot, "epoch": epoch})
+        return
+    click.echo(f"Removed key slot {slot}; new writes use key epoch {epoch}")
+
+
+@key.command("passwd")
+@click.argument("slot")
+@json_option
+@pass_state
+def key_passwd(state: CliState, slot: str, as_json: bool) -> None:
+    """Give passphrase slot SLOT a new passphrase (read as `key add` reads it)."""
+    state.store().change_passphrase(slot, new_passphrase())
+    if as_json:
+        emit_json({"slot": slot})
+        return
+    click.echo(f"Changed the passphrase of key slot {slot}")
+
+
+def _init_with_passphrase(target: Path, passphrase: str, as_json: bool) -> None:
+    """`gitmem init` with ``GITMEM_PASSPHRASE``: one passphrase slot, no key file."""
+    store = MemoryStore.init(target, None, passphrase=passphrase)
+    if as_json:
+        emit_json({"store": str(target), "store_id": store.store_id, "key_file": None})
+        return
+    click.echo(f"Created an encrypted gitmem store at {target}")
+    click.echo(f"Store id: {store.store_id}")
+    click.echo(f"Key: the passphrase in {ENV_PASSPHRASE} (key slot {store.keyring_slot()}).")
+    click.echo("Forgetting the passphrase loses the memory: add a second key (gitmem key add).")
+
+
+@key.command("rotate")
+@json_option
+@pass_state
+def key_rotate(state: CliState, as_json: bool) -> None:
+    """Start a new key epoch: new writes use a new random key, sealed to every slot.
+
+    Older epochs stay readable to every current slot. See docs/security.md for what rotation
+    cannot undo.
+    """
+    epoch = state.store().rotate_keys()
+    if as_json:
+        emit_json({"epoch": epoch})
+        return
+    click.echo(f"New writes use key epoch {epoch}")

@@ -18,7 +18,8 @@ import base64
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -104,7 +105,12 @@ def new_store_id() -> bytes:
 
 @dataclass(frozen=True)
 class StoreKeys:
-    """The subkeys of one store, derived with HKDF-SHA256 from the store key and store id."""
+    """The subkeys of one store, derived with HKDF-SHA256 from the store key and store id.
+
+    After a key rotation, ``epoch`` is the newest key epoch and the keys are those of every
+    epoch: everything is sealed with the newest and opened with any, newest first
+    (``MultiFernet``'s rule), so old history stays readable.
+    """
 
     store_id: bytes
     key_check: bytes
@@ -112,17 +118,42 @@ class StoreKeys:
     _names: AESSIV = field(repr=False)
     _blobs: AESSIV = field(repr=False)
     _records: AESGCM = field(repr=False)
+    epoch: int = 0
+    # Every epoch's ciphers, newest first (the first are the three above).
+    _open_names: tuple[AESSIV, ...] = field(default=(), repr=False)
+    _open_blobs: tuple[AESSIV, ...] = field(default=(), repr=False)
+    _open_records: tuple[tuple[int, AESGCM], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def chain(cls, epoch_keys: Sequence[bytes], store_id: bytes) -> StoreKeys:
+        """The subkeys of the newest of ``epoch_keys`` (epoch 0 first), opening all of them."""
+        ordered = list(enumerate(epoch_keys))[::-1]  # newest first
+        return replace(
+            cls.derive(epoch_keys[-1], store_id),
+            epoch=len(epoch_keys) - 1,
+            _open_names=tuple(AESSIV(_derive(k, store_id, b"names", 64)) for _, k in ordered),
+            _open_blobs=tuple(AESSIV(_derive(k, store_id, b"chunks", 64)) for _, k in ordered),
+            _open_records=tuple(
+                (e, AESGCM(_derive(k, store_id, b"records", 32))) for e, k in ordered
+            ),
+        )
 
     @classmethod
     def derive(cls, master: bytes, store_id: bytes) -> StoreKeys:
         """Derive every subkey of ``store_id`` from the raw 32-byte ``master`` key."""
+        names = AESSIV(_derive(master, store_id, b"names", 64))
+        blobs = AESSIV(_derive(master, store_id, b"chunks", 64))
+        records = AESGCM(_derive(master, store_id, b"records", 32))
         return cls(
             store_id=store_id,
             key_check=_derive(master, store_id, b"key-check", 32),
             chunker_seed=_derive(master, store_id, b"chunker", 32),
-            _names=AESSIV(_derive(master, store_id, b"names", 64)),
-            _blobs=AESSIV(_derive(master, store_id, b"chunks", 64)),
-            _records=AESGCM(_derive(master, store_id, b"records", 32)),
+            _names=names,
+            _blobs=blobs,
+            _records=records,
+            _open_names=(names,),
+            _open_blobs=(blobs,),
+            _open_records=((0, records),),
         )
 
     def check_value(self) -> bytes:
@@ -151,11 +182,13 @@ class StoreKeys:
         if not ct or ct[0] != ENVELOPE_VERSION:
             raise IntegrityError("an entry name has an unknown envelope version")
         ad = [_NAME_AD, ct[:1], kind.encode(), parent.encode("utf-8")]
-        try:
-            plain = self._names.decrypt(ct[1:], ad)
-            return plain.decode("utf-8"), kind
-        except (InvalidTag, UnicodeDecodeError, ValueError):
-            raise IntegrityError("an entry name failed authentication") from None
+        for names in self._open_names:
+            try:
+                plain = names.decrypt(ct[1:], ad)
+                return plain.decode("utf-8"), kind
+            except (InvalidTag, UnicodeDecodeError, ValueError):
+                continue
+        raise IntegrityError("an entry name failed authentication")
 
     # -- blobs ---------------------------------------------------------------------------
 
@@ -168,10 +201,12 @@ class StoreKeys:
         """Decrypt a blob made by :meth:`seal_blob` with the same ``role``."""
         if not blob or blob[0] != ENVELOPE_VERSION:
             raise IntegrityError("a blob has an unknown envelope version")
-        try:
-            return self._blobs.decrypt(blob[1:], [_BLOB_AD, blob[:1], role])
-        except (InvalidTag, ValueError):
-            raise IntegrityError("a blob failed authentication") from None
+        for blobs in self._open_blobs:
+            try:
+                return blobs.decrypt(blob[1:], [_BLOB_AD, blob[:1], role])
+            except (InvalidTag, ValueError):
+                continue
+        raise IntegrityError("a blob failed authentication")
 
     # -- records -------------------------------------------------------------------------
 
@@ -183,10 +218,197 @@ class StoreKeys:
 
     def open_record(self, blob: bytes, ad: bytes) -> bytes:
         """Decrypt a record made by :meth:`seal_record` with the same ``ad``."""
+        return self.open_record_epoch(blob, ad)[0]
+
+    def open_record_epoch(self, blob: bytes, ad: bytes) -> tuple[bytes, int]:
+        """Decrypt a record; also returns the key epoch it was sealed in."""
         if len(blob) < 1 + NONCE_BYTES + 16 or blob[0] != ENVELOPE_VERSION:
             raise IntegrityError("a record is truncated or has an unknown envelope version")
         nonce = blob[1 : 1 + NONCE_BYTES]
-        try:
-            return self._records.decrypt(nonce, blob[1 + NONCE_BYTES :], blob[:1] + ad)
-        except (InvalidTag, ValueError):
-            raise IntegrityError("a record failed authentication") from None
+        for epoch, records in self._open_records:
+            try:
+                plain = records.decrypt(nonce, blob[1 + NONCE_BYTES :], blob[:1] + ad)
+                return plain, epoch
+            except (InvalidTag, ValueError):
+                continue
+        raise IntegrityError("a record failed authentication")
+
+
+# -- key slots (format v2) -------------------------------------------------------------------
+#
+# A slot holds an X25519 private key wrapped under a key-encryption key (KEK): Argon2id of a
+# passphrase, or HKDF of a raw key. The store's newest epoch key is sealed to each slot's public
+# key, so a holder can start a new epoch for every remaining slot without knowing their
+# passphrases (age's recipients); older epoch keys are chained behind the newest one.
+
+SLOT_SALT_BYTES = 16
+_SLOT_KEK_INFO = b"gitmem/v2/slot-kek"
+_SEAL_INFO = b"gitmem/v2/sealed"
+_LINK_INFO = b"gitmem/v2/epoch-link"
+_LABEL_INFO = b"gitmem/v2/labels"
+_AEAD_OVERHEAD = NONCE_BYTES + 16
+
+# Bounds on Argon2id parameters read from disk, checked before any derivation: a planted cost
+# must not make opening a store exhaust memory or time.
+ARGON2_MAX_MEMORY_KIB = 1024 * 1024  # 1 GiB
+ARGON2_MAX_ITERATIONS = 16
+ARGON2_MAX_LANES = 16
+
+
+@dataclass(frozen=True)
+class KdfParams:
+    """Argon2id cost parameters of a passphrase slot (RFC 9106's second recommended option)."""
+
+    memory_kib: int = 64 * 1024
+    iterations: int = 3
+    lanes: int = 4
+
+    def check(self) -> None:
+        """Refuse parameters outside the bounds gitmem will spend (:class:`IntegrityError`)."""
+        for value in (self.memory_kib, self.iterations, self.lanes):
+            if type(value) is not int:
+                raise IntegrityError("a key slot's Argon2id parameters are malformed")
+        if not 1 <= self.lanes <= ARGON2_MAX_LANES:
+            raise IntegrityError(f"a key slot asks for {self.lanes} Argon2id lanes (at most 16)")
+        if not 1 <= self.iterations <= ARGON2_MAX_ITERATIONS:
+            raise IntegrityError(
+                f"a key slot asks for {self.iterations} Argon2id passes (at most 16)"
+            )
+        if not 8 * self.lanes <= self.memory_kib <= ARGON2_MAX_MEMORY_KIB:
+            raise IntegrityError(
+                f"a key slot asks for {self.memory_kib} KiB of Argon2id memory "
+                f"(refused: the bounds are {8 * self.lanes} KiB to 1 GiB)"
+            )
+
+
+def _aead_kdf(secret: bytes, salt: bytes, info: bytes) -> AESGCM:
+    return AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(secret))
+
+
+def passphrase_kek(passphrase: bytes, salt: bytes, params: KdfParams) -> bytes:
+    """The 32-byte KEK of a passphrase slot: Argon2id after the parameters pass their bounds."""
+    from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+
+    params.check()
+    if len(salt) != SLOT_SALT_BYTES:
+        raise IntegrityError("a key slot's salt is not 16 bytes")
+    return Argon2id(
+        salt=salt,
+        length=32,
+        iterations=params.iterations,
+        lanes=params.lanes,
+        memory_cost=params.memory_kib,
+    ).derive(passphrase)
+
+
+def raw_key_kek(raw: bytes, salt: bytes) -> bytes:
+    """The 32-byte KEK of a raw-key slot: HKDF-SHA256 (a random key needs no slow KDF)."""
+    if len(salt) != SLOT_SALT_BYTES:
+        raise IntegrityError("a key slot's salt is not 16 bytes")
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=_SLOT_KEK_INFO).derive(raw)
+
+
+def new_slot_secret() -> bytes:
+    """A fresh X25519 private key (32 bytes) for a slot."""
+    return os.urandom(32)
+
+
+def slot_public(secret: bytes) -> bytes:
+    """The X25519 public key of slot secret ``secret``."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    return X25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
+
+
+def wrap_secret(kek: bytes, secret: bytes, ad: bytes, *, nonce: bytes | None = None) -> bytes:
+    """``nonce || AES-256-GCM(kek, secret, ad)``; ``nonce`` is injectable for test vectors."""
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    return nonce + AESGCM(kek).encrypt(nonce, secret, ad)
+
+
+def unwrap_secret(kek: bytes, wrapped: bytes, ad: bytes) -> bytes | None:
+    """The secret :func:`wrap_secret` wrapped, or None when ``kek`` or ``ad`` do not match."""
+    if len(wrapped) != _AEAD_OVERHEAD + 32:
+        return None
+    try:
+        return AESGCM(kek).decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], ad)
+    except InvalidTag:
+        return None
+
+
+def seal_to(
+    public: bytes,
+    plaintext: bytes,
+    ad: bytes,
+    *,
+    ephemeral: bytes | None = None,
+    nonce: bytes | None = None,
+) -> bytes:
+    """Encrypt to an X25519 public key: ``ephemeral public || nonce || AES-256-GCM``.
+
+    The AES key is HKDF-SHA256 of the shared secret, salted with both public keys.
+    ``ephemeral`` (a private key) and ``nonce`` are injectable for test vectors only.
+    """
+    from cryptography.hazmat.primitives.asymmetric.x25519 import (
+        X25519PrivateKey,
+        X25519PublicKey,
+    )
+
+    eph = X25519PrivateKey.from_private_bytes(os.urandom(32) if ephemeral is None else ephemeral)
+    eph_public = eph.public_key().public_bytes_raw()
+    shared = eph.exchange(X25519PublicKey.from_public_bytes(public))
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    aead = _aead_kdf(shared, eph_public + public, _SEAL_INFO)
+    return eph_public + nonce + aead.encrypt(nonce, plaintext, ad)
+
+
+def open_sealed(secret: bytes, sealed: bytes, ad: bytes) -> bytes:
+    """Decrypt what :func:`seal_to` sealed to ``secret``'s public key (:class:`IntegrityError`)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import (
+        X25519PrivateKey,
+        X25519PublicKey,
+    )
+
+    if len(sealed) < 32 + _AEAD_OVERHEAD:
+        raise IntegrityError("a key slot's keyring is truncated")
+    own = X25519PrivateKey.from_private_bytes(secret)
+    try:
+        shared = own.exchange(X25519PublicKey.from_public_bytes(sealed[:32]))
+        aead = _aead_kdf(shared, sealed[:32] + own.public_key().public_bytes_raw(), _SEAL_INFO)
+        body = sealed[32:]
+        return aead.decrypt(body[:NONCE_BYTES], body[NONCE_BYTES:], ad)
+    except (InvalidTag, ValueError):
+        raise IntegrityError("a key slot's keyring failed authentication") from None
+
+
+def seal_link(newer: bytes, older: bytes, ad: bytes, *, nonce: bytes | None = None) -> bytes:
+    """Seal epoch key ``older`` under epoch key ``newer``: the newest key opens every older one."""
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    return nonce + _aead_kdf(newer, b"", _LINK_INFO).encrypt(nonce, older, ad)
+
+
+def open_link(newer: bytes, link: bytes, ad: bytes) -> bytes:
+    """The older epoch key :func:`seal_link` sealed (:class:`IntegrityError`)."""
+    try:
+        aead = _aead_kdf(newer, b"", _LINK_INFO)
+        older = aead.decrypt(link[:NONCE_BYTES], link[NONCE_BYTES:], ad)
+    except (InvalidTag, ValueError):
+        raise IntegrityError("an epoch key link failed authentication") from None
+    if len(older) != KEY_BYTES:
+        raise IntegrityError("an epoch key link is malformed")
+    return older
+
+
+def seal_label(epoch_key: bytes, label: str, ad: bytes, *, nonce: bytes | None = None) -> bytes:
+    """Encrypt a slot's label under the newest epoch key (labels may name people)."""
+    nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+    return nonce + _aead_kdf(epoch_key, b"", _LABEL_INFO).encrypt(nonce, label.encode(), ad)
+
+
+def open_label(epoch_key: bytes, sealed: bytes, ad: bytes) -> str:
+    """A label sealed by :func:`seal_label` (:class:`IntegrityError`)."""
+    try:
+        aead = _aead_kdf(epoch_key, b"", _LABEL_INFO)
+        return aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], ad).decode("utf-8")
+    except (InvalidTag, ValueError, UnicodeDecodeError):
+        raise IntegrityError("a key slot's label failed authentication") from None

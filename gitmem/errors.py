@@ -73,21 +73,34 @@ class KeyMissing(GitMemError):
     """No key was given and none could be found.
 
     ``searched`` is true when every key source was looked at and none had a key;
-    ``key_file`` is then the per-user key file looked for (None when the store's id is unknown).
+    ``key_file`` is then the per-user key file looked for (None when the store's id is unknown),
+    and ``passphrase_slots`` whether the store has passphrase slots (so a passphrase would do).
     """
 
     exit_code = 4
 
     def __init__(
-        self, message: str, *, searched: bool = False, key_file: Path | None = None
+        self,
+        message: str,
+        *,
+        searched: bool = False,
+        key_file: Path | None = None,
+        passphrase_slots: bool = False,
     ) -> None:
         self.searched = searched
         self.key_file = key_file
+        self.passphrase_slots = passphrase_slots
         super().__init__(message)
 
 
 class WrongKey(GitMemError):
     """The key does not open this store (or is malformed)."""
+
+    exit_code = 4
+
+
+class WrongPassphrase(WrongKey):
+    """The passphrase opens none of the store's key slots (or the store has none)."""
 
     exit_code = 4
 

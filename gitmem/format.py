@@ -13,11 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .crypto import KdfParams
 from .errors import FormatVersionError, IntegrityError, NoStore
 
 FORMAT_VERSION = 2
+# A store with key slots (and key epochs) is version 3; one without is version 2 (or 1 until
+# its first write).
+SLOTS_FORMAT_VERSION = 3
 # Versions this code reads; a store of a newer version is refused rather than misread.
-READABLE_VERSIONS = frozenset({1, 2})
+READABLE_VERSIONS = frozenset({1, 2, 3})
 # Records did not change with format 2 (a merge is a new command, not a new layout).
 RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = frozenset({1})
@@ -153,23 +157,137 @@ def decode_header(data: bytes) -> tuple[int, int]:
     return size, chunks
 
 
+SLOT_PASSPHRASE = "passphrase"
+SLOT_KEY = "key"
+_SLOT_AD = b"gitmem/slot/v2"
+# Sizes of a slot's binary fields: a salt; an X25519 public key; a wrapped 32-byte secret
+# (nonce, ciphertext, tag); a keyring sealed to the slot (ephemeral key, nonce, epoch number and
+# epoch key, tag). A label is at most 256 bytes of UTF-8 before sealing.
+_SLOT_SIZES = {"salt": 16, "public": 32, "private": 60, "keyring": 96}
+MAX_LABEL_BYTES = 256
+MAX_SLOTS = 64
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One key slot of ``refs/gitmem/meta``: a way in for one holder (public, nothing secret)."""
+
+    slot: str
+    kind: str
+    salt: bytes
+    kdf: KdfParams | None
+    public: bytes
+    private: bytes
+    keyring: bytes
+    label: bytes
+
+    def params_json(self) -> dict[str, Any]:
+        """The slot's parameters: everything its wrapped secret binds as associated data."""
+        kdf: dict[str, Any] = {"name": "hkdf-sha256"}
+        if self.kdf is not None:
+            kdf = {
+                "name": "argon2id",
+                "memory_kib": self.kdf.memory_kib,
+                "iterations": self.kdf.iterations,
+                "lanes": self.kdf.lanes,
+            }
+        return {
+            "slot": self.slot,
+            "kind": self.kind,
+            "kdf": kdf,
+            "salt": _b64(self.salt),
+            "public": _b64(self.public),
+        }
+
+    def params_ad(self, store_id: bytes) -> bytes:
+        """Associated data of the wrapped secret: the store id and the slot's parameters."""
+        body = json.dumps(self.params_json(), sort_keys=True, separators=(",", ":"))
+        return _SLOT_AD + store_id + body.encode("ascii")
+
+    def to_json(self) -> dict[str, Any]:
+        """The slot as it is stored."""
+        body = self.params_json()
+        body.update(private=_b64(self.private), keyring=_b64(self.keyring), label=_b64(self.label))
+        return body
+
+    @classmethod
+    def from_json(cls, body: Any) -> Slot:
+        """Parse and bounds-check a stored slot (before anything is derived from it)."""
+        try:
+            slot_id, kind, kdf = str(body["slot"]), body["kind"], body["kdf"]
+            raw = {name: _unb64(body[name]) for name in (*_SLOT_SIZES, "label")}
+            if kind == SLOT_PASSPHRASE and kdf.get("name") == "argon2id":
+                params: KdfParams | None = KdfParams(
+                    kdf["memory_kib"], kdf["iterations"], kdf["lanes"]
+                )
+            elif kind == SLOT_KEY and kdf.get("name") == "hkdf-sha256":
+                params = None
+            else:
+                raise IntegrityError("a key slot has an unknown kind or key derivation")
+        except (KeyError, TypeError, AttributeError, ValueError, binascii.Error):
+            raise IntegrityError("a key slot is malformed") from None
+        if params is not None:
+            params.check()
+        if not (len(slot_id) == 8 and all(c in "0123456789abcdef" for c in slot_id)):
+            raise IntegrityError("a key slot has a malformed id")
+        for name, size in _SLOT_SIZES.items():
+            if len(raw[name]) != size:
+                raise IntegrityError(f"a key slot's {name} has the wrong length")
+        if not 28 <= len(raw["label"]) <= 28 + MAX_LABEL_BYTES:
+            raise IntegrityError("a key slot's label has the wrong length")
+        return cls(
+            slot_id,
+            kind,
+            raw["salt"],
+            params,
+            raw["public"],
+            raw["private"],
+            raw["keyring"],
+            raw["label"],
+        )
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError("not base64 text")
+    return base64.b64decode(text, validate=True)
+
+
 @dataclass(frozen=True)
 class StoreMeta:
     """The store's public metadata (``refs/gitmem/meta`` and, from format 2, the root tree's
-    ``gitmem`` entry): nothing here is secret."""
+    ``gitmem`` entry): nothing here is secret.
+
+    A format 3 store also lists its key ``slots`` and its epoch ``links`` (``links[k-1]``
+    seals epoch key ``k-1`` under epoch key ``k``).
+    """
 
     format: int
     store_id: bytes
     key_check: bytes
+    slots: tuple[Slot, ...] = ()
+    links: tuple[bytes, ...] = ()
+
+    @property
+    def epoch(self) -> int:
+        """The newest key epoch (0 until the first rotation)."""
+        return len(self.links)
 
     def to_bytes(self) -> bytes:
         """Canonical JSON of the metadata."""
-        body = {
+        body: dict[str, Any] = {
             "gitmem": "store",
             "format": self.format,
             "store_id": self.store_id.hex(),
             "key_check": base64.b64encode(self.key_check).decode("ascii"),
         }
+        if self.format >= SLOTS_FORMAT_VERSION:
+            body["slots"] = [slot.to_json() for slot in self.slots]
+            body["epochs"] = [_b64(link) for link in self.links]
         return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
 
     @classmethod
@@ -182,7 +300,7 @@ class StoreMeta:
             if body.get("gitmem") != "store":
                 raise NoStore("the repository's gitmem metadata is not recognised")
             fmt = int(body["format"])
-            meta = cls(fmt, bytes.fromhex(body["store_id"]), base64.b64decode(body["key_check"]))
+            store_id, check = bytes.fromhex(body["store_id"]), base64.b64decode(body["key_check"])
         # RecursionError: json.loads recurses once per level of nesting ("[[[[...").
         except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
             raise IntegrityError("the store's metadata is malformed") from None
@@ -191,7 +309,21 @@ class StoreMeta:
                 f"this store has format version {fmt}; this gitmem reads "
                 f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade gitmem)"
             )
-        return meta
+        if fmt < SLOTS_FORMAT_VERSION:
+            return cls(fmt, store_id, check)
+        try:
+            raw_slots, raw_links = body["slots"], body["epochs"]
+            if not isinstance(raw_slots, list) or not isinstance(raw_links, list):
+                raise TypeError("slots and epochs are lists")
+            if not 1 <= len(raw_slots) <= MAX_SLOTS or len(raw_links) > 2**20:
+                raise ValueError("too many slots or epochs")
+            links = tuple(_unb64(link) for link in raw_links)
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise IntegrityError("the store's key slots are malformed") from None
+        slots = tuple(Slot.from_json(slot) for slot in raw_slots)
+        if len({slot.slot for slot in slots}) != len(slots):
+            raise IntegrityError("the store lists one key slot twice")
+        return cls(fmt, store_id, check, slots, links)
 
     def same_store(self, other: StoreMeta) -> bool:
         """True when ``other`` names the same store under the same key check."""

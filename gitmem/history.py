@@ -79,7 +79,17 @@ def _follow(op: Operation, tracked: list[MemoryPath]) -> tuple[bool, list[Memory
     return touched, before
 
 
-COMMANDS = ("create", "str_replace", "insert", "delete", "rename", "restore", "import", "expire")
+COMMANDS = (
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+    "restore",
+    "import",
+    "expire",
+    "keys",
+)
 """Every command an operation's record can name."""
 
 

@@ -1,12 +1,15 @@
-"""Where a store's key comes from: an argument, ``GITMEM_KEY``, ``GITMEM_KEY_FILE``, or the
-per-user key file that ``gitmem init`` writes for the store's id. Nothing here logs or echoes
-key material; a key file readable by anyone but its owner is refused.
+"""Where a store's key comes from, in this order: the ``key=`` argument, the ``passphrase=``
+argument, ``GITMEM_KEY``, ``GITMEM_KEY_FILE``, ``GITMEM_PASSPHRASE``, the per-user key file that
+``gitmem init`` writes for the store's id, and (the CLI only) a hidden prompt on a terminal.
+Nothing here logs or echoes key material; a key file readable by anyone but its owner is refused.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .crypto import decode_key, encode_key
@@ -17,6 +20,7 @@ ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
 # Key text is 61 characters; a file much longer than that holds no key.
 _KEY_FILE_MAX = 4096
+ENV_PASSPHRASE = "GITMEM_PASSPHRASE"
 
 
 def config_dir() -> Path:
@@ -82,3 +86,55 @@ def resolve_key(explicit: str | bytes | None, store_id: str | None) -> bytes:
 def write_key_file(path: Path, key: bytes) -> None:
     """Write ``key`` to a new owner-only file at ``path`` (never overwrites)."""
     write_new_file(path, (encode_key(key) + "\n").encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A raw key or a passphrase, and where it came from (``source``, for messages)."""
+
+    source: str
+    key: bytes | None = field(default=None, repr=False)
+    passphrase: str | None = field(default=None, repr=False)
+
+
+def resolve_credential(
+    key: str | bytes | None,
+    passphrase: str | None,
+    store_id: str | None,
+    prompt: Callable[[], str] | None = None,
+    *,
+    passphrase_slots: bool = True,
+) -> Credential:
+    """The credential from the first source that has one, in the documented order.
+
+    ``prompt`` (the CLI's hidden terminal prompt) is asked last, only when nothing else gave one.
+    ``GITMEM_PASSPHRASE`` and the prompt are skipped for a store without passphrase slots.
+    """
+    if key is not None:
+        return Credential("key=", key=decode_key(key))
+    if passphrase is not None:
+        return Credential("passphrase=", passphrase=passphrase)
+    if os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE):
+        return Credential(
+            ENV_KEY if os.environ.get(ENV_KEY) else ENV_KEY_FILE, key=resolve_key(None, None)
+        )
+    env_passphrase = os.environ.get(ENV_PASSPHRASE) if passphrase_slots else None
+    if env_passphrase:
+        return Credential(ENV_PASSPHRASE, passphrase=env_passphrase)
+    candidate = None if store_id is None else user_key_path(store_id)
+    if candidate is not None and candidate.exists():
+        return Credential(str(candidate), key=read_key_file(candidate))
+    if prompt is not None and passphrase_slots:
+        return Credential("prompt", passphrase=prompt())
+    try:
+        return Credential("", key=resolve_key(None, store_id))
+    except KeyMissing as exc:
+        if not passphrase_slots or store_id is None:
+            raise
+        raise KeyMissing(
+            f"{exc}; or pass passphrase=... or set {ENV_PASSPHRASE} to the passphrase of one of "
+            "the store's key slots",
+            searched=exc.searched,
+            key_file=exc.key_file,
+            passphrase_slots=True,
+        ) from None

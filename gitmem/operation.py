@@ -7,7 +7,7 @@ itself, so they never import it; :class:`gitmem.MemoryStore` is one.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .format import Record
@@ -22,6 +22,8 @@ class Operation:
     parents: tuple[str, ...]
     tree: str
     record: Record
+    epoch: int = field(default=0, compare=False)
+    """The key epoch its record was sealed in (0 until the store's first key rotation)."""
 
     @property
     def seq(self) -> int:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import format as fmt
+from . import keyslots
 from ._version import __version__
-from .crypto import StoreKeys, new_store_id
+from .crypto import KdfParams, StoreKeys, new_store_id
 from .errors import (
     ConflictError,
     GitMemError,
@@ -33,13 +34,13 @@ from .errors import (
     RollbackDetected,
     StoreReplaced,
     UsageError,
-    WrongKey,
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
 from .highwater import HighWater, KnownStores, Mark
-from .keysource import resolve_key
+from .keyslots import Keyring, unlock
+from .keysource import Credential, resolve_credential
 from .limits import LimitedEditor, StoreSizer
 from .operation import Operation
 from .options import Settings, StoreOptions
@@ -65,6 +66,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _CAS_RETRIES = 5
+_OLDER_EPOCH = (
+    "it is sealed with an older key epoch than its parent (written with a key that a rotation "
+    "retired)"
+)
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,15 @@ class MemoryStore:
         repo: GitRepo,
         keys: StoreKeys,
         options: StoreOptions | None = None,
+        *,
+        keyring: Keyring | None = None,
         **settings: Unpack[Settings],
     ) -> None:
         opts = StoreOptions.of(options, **settings)
         self.repo = repo
         self.keys = keys
+        # The slot this store was opened with and its epoch keys; key management needs it.
+        self.keyring = keyring
         self.codec = TreeCodec(repo, keys)
         self.options = opts
         self.session = opts.session if opts.session is not None else new_session_label()
@@ -145,6 +154,7 @@ class MemoryStore:
             raise IntegrityError(f"the repository at {repo.path} holds another store")
         if found is not None and found.meta.format >= 2:
             self.codec.meta_blob = found.blob
+        self._meta_blob = None if found is None else found.blob
         if opts.check_rollback:
             # A read-only state directory must not stop reading; it only records less.
             with contextlib.suppress(OSError):
@@ -165,23 +175,26 @@ class MemoryStore:
         create: bool = False,
         accept_store: bool = False,
         options: StoreOptions | None = None,
+        passphrase: str | None = None,
+        prompt: Callable[[], str] | None = None,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
         """Open the store at ``path``; with ``create``, make it when nothing is there.
 
-        The key is ``key`` if given, else found as :func:`gitmem.keysource.resolve_key` says.
-        ``options`` (a :class:`~gitmem.options.StoreOptions`) and the keyword ``settings``
-        (``session``, ``lock_timeout``, ``state_dir``, ``check_rollback``, ``limits``,
-        ``secrets``; each overrides ``options``) say how the store is used. Raises
-        :class:`NoStore`, :class:`KeyMissing` or :class:`WrongKey`, and
-        :class:`StoreReplaced` when ``path`` holds another store than the one this client
-        used there, unless ``accept_store`` says to trust it from now on.
+        The key is ``key``, else ``passphrase`` (which opens one of the store's key slots), else
+        found as :func:`gitmem.keysource.resolve_credential` says; ``prompt`` asks for a
+        passphrase when nothing else gave a key. A store created with a passphrase has one
+        passphrase slot and no key file. ``options`` (a :class:`~gitmem.options.StoreOptions`)
+        and the keyword ``settings`` (``session``, ``lock_timeout``, ``state_dir``,
+        ``check_rollback``, ``limits``, ``secrets``; each overrides ``options``) say how the
+        store is used. Raises
+        :class:`NoStore`, :class:`KeyMissing`, :class:`WrongKey` or :class:`WrongPassphrase`.
         """
         target = Path(path)
         opts = StoreOptions.of(options, **settings)
         if create and cls.vacant(target):
             cls._refuse_vanished(target, opts)
-            return cls.init(target, resolve_key(key, None), opts)
+            return cls._create(target, resolve_credential(key, passphrase, None), opts)
         if not GitRepo.exists(target):
             if create:
                 raise NoStore(f"{target} exists and is not a gitmem store")
@@ -192,11 +205,21 @@ class MemoryStore:
             raise NoStore(f"{target} is a git repository but not a gitmem store")
         if not accept_store:
             cls._refuse_replaced(target, meta.store_id.hex(), opts)
-        raw = resolve_key(key, meta.store_id.hex())
-        keys = StoreKeys.derive(raw, meta.store_id)
-        if not keys.matches(meta.key_check):
-            raise WrongKey(f"the key does not open the store at {target}")
-        return cls(repo, keys, opts)
+        credential = resolve_credential(
+            key,
+            passphrase,
+            meta.store_id.hex(),
+            prompt,
+            passphrase_slots=any(slot.kind == fmt.SLOT_PASSPHRASE for slot in meta.slots),
+        )
+        keyring = unlock(meta, credential, str(target))
+        return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
+
+    @classmethod
+    def _create(cls, target: Path, credential: Credential, options: StoreOptions) -> MemoryStore:
+        if credential.key is not None:
+            return cls.init(target, credential.key, options)
+        return cls.init(target, None, options, passphrase=credential.passphrase)
 
     @staticmethod
     def vacant(path: str | os.PathLike[str]) -> bool:
@@ -221,30 +244,40 @@ class MemoryStore:
     def init(
         cls,
         path: str | os.PathLike[str],
-        key: str | bytes,
+        key: str | bytes | None,
         options: StoreOptions | None = None,
+        *,
+        passphrase: str | None = None,
+        kdf: KdfParams | None = None,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
-        """Create a store at ``path`` with ``key`` (or open it if a racing process just did).
+        """Create a store at ``path`` (or open it if a racing process just did).
 
-        ``options`` and ``settings`` are as for :meth:`open`.
+        With ``key``, a version 1 store that ``key`` opens; with ``passphrase`` instead, a store
+        whose only way in is one passphrase slot (Argon2id with ``kdf``, RFC 9106's second
+        recommended parameters by default). ``options`` and ``settings`` are as for :meth:`open`.
         """
-        from .crypto import decode_key
+        from .crypto import decode_key, generate_key
 
         opts = StoreOptions.of(options, **settings)
-        raw = decode_key(key)
+        raw = decode_key(generate_key() if key is None else key)
+        credential = Credential("key=", key=raw)
         repo = GitRepo.init(path, opts.lock_timeout)
         with repo.write_lock(opts.lock_timeout):
             meta = cls._read_meta(repo)
             if meta is None:
-                meta = StoreMeta(fmt.FORMAT_VERSION, new_store_id(), b"")
-                keys = StoreKeys.derive(raw, meta.store_id)
-                meta = StoreMeta(meta.format, meta.store_id, keys.check_value())
+                store_id = new_store_id()
+                check = StoreKeys.derive(raw, store_id).check_value()
+                meta = StoreMeta(fmt.FORMAT_VERSION, store_id, check)
+                if key is None:
+                    if passphrase is None:
+                        raise UsageError("a new store needs a key or a passphrase")
+                    meta = keyslots.with_passphrase(meta, raw, passphrase, kdf)
                 repo.create_ref(META_REF, repo.write_blob(meta.to_bytes()))
-        keys = StoreKeys.derive(raw, meta.store_id)
-        if not keys.matches(meta.key_check):
-            raise WrongKey(f"the key does not open the store at {path}")
-        return cls(repo, keys, opts)
+        if key is None and passphrase is not None:
+            credential = Credential("passphrase=", passphrase=passphrase)
+        keyring = unlock(meta, credential, str(path))
+        return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
 
     @classmethod
     def _refuse_vanished(cls, target: Path, options: StoreOptions) -> None:
@@ -315,15 +348,20 @@ class MemoryStore:
         authentication.
         """
         info = self.repo.read_commit(oid)
-        try:
-            ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
-            sealed = fmt.decode_message(info.message)
-            record = Record.from_bytes(self.keys.open_record(sealed, ad))
-        except IntegrityError:
-            raise IntegrityError(
-                f"commit {oid} failed authentication (forged, altered or spliced)"
-            ) from None
-        return Operation(oid, info.parents, info.tree, record)
+        for attempt in range(2):
+            try:
+                ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
+                sealed = fmt.decode_message(info.message)
+                plain, epoch = self.keys.open_record_epoch(sealed, ad)
+                return Operation(oid, info.parents, info.tree, Record.from_bytes(plain), epoch)
+            except IntegrityError:
+                # A commit of a key epoch newer than this store knows: another process rotated
+                # the keys since it opened. Its slot opens the new epoch without a passphrase.
+                if attempt or not self._refresh_keys():
+                    raise IntegrityError(
+                        f"commit {oid} failed authentication (forged, altered or spliced)"
+                    ) from None
+        raise AssertionError("unreachable")
 
     def head_operation(self) -> Operation | None:
         """The authenticated head of the branch, or None for an empty store.
@@ -343,9 +381,18 @@ class MemoryStore:
             self._check_rollback(None, mark)
             return None
         op = self.read_operation(oid)
+        if op.epoch < self.keys.epoch:
+            self._check_epoch(op)
         self._check_rollback(op, mark)
         self._head = op
         return op
+
+    def _check_epoch(self, op: Operation) -> None:
+        """Refuse a head sealed in an older key epoch than a parent: only a holder of a revoked
+        key would write that, since every writer seals with the newest epoch it knows."""
+        for parent in op.parents:
+            if self.read_operation(parent).epoch > op.epoch:
+                raise IntegrityError(f"commit {op.commit}: {_OLDER_EPOCH}")
 
     def head(self) -> str | None:
         """The id of the authenticated head commit, or None for an empty store."""
@@ -568,6 +615,8 @@ class MemoryStore:
         state between runs. Returns the new operation (None for no change) and the result.
         """
         with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
+            # Seal with the newest key epoch: another process may have rotated since.
+            self._refresh_keys()
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
                 editor = LimitedEditor(
@@ -632,7 +681,7 @@ class MemoryStore:
         commit = self.repo.write_commit(tree, list(parents), message)
         expected = None if head is None else head.commit
         durable = self.repo.update_ref(BRANCH, commit, expected, wait=False)
-        op = Operation(commit, parents, tree, record)
+        op = Operation(commit, parents, tree, record, self.keys.epoch)
         self._head = op
         return op, durable
 
@@ -862,6 +911,7 @@ class MemoryStore:
         except IntegrityError:
             pass  # reported below with the other commits
         seqs: dict[str, int] = {}
+        epochs: dict[str, int] = {}
         parents_of: dict[str, tuple[str, ...]] = {}
         seen_dirs: set[tuple[str, MemoryPath]] = set()
         seen_files: set[str] = set()
@@ -880,6 +930,7 @@ class MemoryStore:
             if progress is not None:
                 progress(report.commits)
             seqs[oid], parents_of[oid] = op.seq, op.parents
+            epochs[oid] = op.epoch
             stack.extend(op.parents)
             self._verify_dir(op.tree, MemoryPath(()), oid, seen_dirs, seen_files, report)
         for oid, parents in parents_of.items():
@@ -888,6 +939,8 @@ class MemoryStore:
                 report.problems.append(
                     f"commit {oid}: its sequence number does not follow its parents"
                 )
+            if any(epochs.get(p, 0) > epochs[oid] for p in parents):
+                report.problems.append(f"commit {oid}: {_OLDER_EPOCH}")
         report.objects = report.commits + len(seen_dirs) + len(seen_files)
         return report
 
@@ -966,6 +1019,157 @@ class MemoryStore:
     def remotes(self) -> list[tuple[str, str]]:
         """``(name, url)`` of every configured remote, sorted by name."""
         return self.repo.remote_names()
+
+    # -- key slots ------------------------------------------------------------------------
+
+    def key_slots(self) -> list[dict[str, Any]]:
+        """One JSON object per key slot: ``slot``, ``label``, ``kind`` and ``current``.
+
+        A version 1 store (no slots yet) lists nothing.
+        """
+        meta = self._current_meta()
+        if meta.format < fmt.SLOTS_FORMAT_VERSION:
+            return []
+        return keyslots.describe(meta, self._keyring_for(meta))
+
+    def add_key(
+        self,
+        *,
+        passphrase: str | None = None,
+        key: str | bytes | None = None,
+        label: str = "",
+        kdf: KdfParams | None = None,
+    ) -> str:
+        """Add a key slot for ``passphrase`` (or a raw ``key``); returns the new slot's id.
+
+        The first slot added to a version 1 store makes it version 2, with a slot labelled
+        ``initial key`` for the key it had.
+        """
+        from .crypto import decode_key
+
+        raw = None if key is None else decode_key(key)
+        added: list[str] = []
+
+        def change(meta: StoreMeta, keyring: Keyring) -> StoreMeta:
+            meta, slot = keyslots.add(
+                meta, keyring, passphrase=passphrase, raw_key=raw, label=label, params=kdf
+            )
+            added.append(slot)
+            return meta
+
+        self._change_meta("add", change)
+        return added[0]
+
+    def remove_key(self, slot: str) -> int:
+        """Remove key slot ``slot`` and rotate (:meth:`rotate_keys`); refuses the last slot.
+
+        Returns the new key epoch: nothing written from now on opens with the removed slot's
+        keys.
+        """
+        return self._change_meta(
+            "remove", lambda meta, keyring: keyslots.remove(meta, keyring, slot), rotate=True
+        )
+
+    def rotate_keys(self) -> int:
+        """Start a new key epoch; returns its number.
+
+        A new random epoch key is sealed to every remaining slot, and the ``keys`` commit that
+        records the change is sealed with it at once, so nothing can be appended under older
+        keys. Every later write uses it; older epochs stay readable to every current holder.
+        """
+        return self._change_meta("rotate", lambda meta, keyring: meta, rotate=True)
+
+    def change_passphrase(
+        self, slot: str, passphrase: str, *, kdf: KdfParams | None = None
+    ) -> None:
+        """Give passphrase slot ``slot`` a new passphrase (its id and label stay)."""
+        self._change_meta(
+            "passwd", lambda meta, keyring: keyslots.passwd(meta, keyring, slot, passphrase, kdf)
+        )
+
+    def keyring_slot(self) -> str | None:
+        """The id of the key slot that opened this store (None: a version 1 store's key)."""
+        return None if self.keyring is None else self.keyring.slot
+
+    def _current_meta(self) -> StoreMeta:
+        meta = self._read_meta(self.repo)
+        if meta is None or meta.store_id != self.keys.store_id:
+            raise IntegrityError(f"the metadata of the store at {self.path} was replaced")
+        return meta
+
+    def _keyring_for(self, meta: StoreMeta) -> Keyring:
+        """This store's keyring, brought up to date with ``meta`` (another process may have
+        added, removed or rotated keys since this one opened the store)."""
+        if self.keyring is None:
+            raise UsageError("this store was opened without a keyring; reopen it to manage keys")
+        self.keyring = keyslots.reopen(meta, self.keyring, str(self.path))
+        return self.keyring
+
+    def _change_meta(
+        self,
+        action: str,
+        change: Callable[[StoreMeta, Keyring], StoreMeta],
+        *,
+        rotate: bool = False,
+    ) -> int:
+        """Apply ``change`` to the metadata under the writer lock, move its ref, and commit it;
+        with ``rotate``, also start a new key epoch. Returns the newest epoch.
+
+        The commit (command ``keys``, the same memory) carries the new metadata blob in its
+        root tree, so the slots travel with the branch to every replica; an empty store has
+        only the ref until its first write. After a rotation it is sealed with the new epoch.
+        """
+        op = None
+        with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
+            old = self.repo.ref(META_REF)
+            meta = self._current_meta()
+            keyring = self._keyring_for(meta)
+            new = change(meta, keyring)
+            if rotate:
+                new, keyring = keyslots.rotate(new, keyring)
+            head = self.head_operation()
+            blob = self.repo.write_blob(new.to_bytes())
+            self.repo.update_ref(META_REF, blob, old)
+            self._use_keyring(keyring, new, blob)
+            if head is not None:
+                detail: dict[str, Any] = {"action": action}
+                if rotate:
+                    detail["epoch"] = keyring.epoch
+                op, durable = self._commit(head.tree, head, "keys", (), detail)
+        if op is not None:
+            self.repo.wait_durable(durable)
+            if self.high_water is not None:
+                with contextlib.suppress(OSError):
+                    self.high_water.advance(Mark(op.commit, op.seq))
+        return keyring.epoch
+
+    def _use_keyring(self, keyring: Keyring, meta: StoreMeta, meta_blob: str) -> None:
+        self.keyring = keyring
+        self._meta_blob = meta_blob
+        if keyring.epoch != self.keys.epoch:
+            self.keys = keyring.keys(self.keys.store_id)
+            # A fresh codec: new objects are sealed (and chunks cut) with the new epoch's keys.
+            codec = TreeCodec(self.repo, self.keys)
+            codec.meta_blob = self.codec.meta_blob
+            self.codec = codec
+            self.sizer = StoreSizer(self.codec)
+        if meta.format >= 2:
+            self.codec.meta_blob = meta_blob
+
+    def _refresh_keys(self) -> bool:
+        """Catch up with key changes another process made; True when the epoch changed.
+
+        Raises :class:`WrongKey` when this store's own slot was removed.
+        """
+        found = find_meta(self.repo)
+        if found is None or found.blob == self._meta_blob or self.keyring is None:
+            return False
+        if found.meta.store_id != self.keys.store_id:
+            raise IntegrityError(f"the metadata of the store at {self.path} was replaced")
+        epoch = self.keys.epoch
+        keyring = keyslots.reopen(found.meta, self.keyring, str(self.path))
+        self._use_keyring(keyring, found.meta, found.blob)
+        return self.keys.epoch != epoch
 
     # -- garbage collection ---------------------------------------------------------------
 

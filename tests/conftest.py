@@ -28,6 +28,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     for name in (
         "GITMEM_KEY",
         "GITMEM_KEY_FILE",
+        "GITMEM_PASSPHRASE",
         "GITMEM_REPO",
         "GITMEM_STATE_DIR",
         "GITMEM_CONFIG_DIR",

@@ -18,9 +18,10 @@ DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 LAYERS: list[set[str]] = [
     {"_version", "errors"},
-    {"fsutil", "paths", "textops", "secrets", "format", "crypto", "workers", "chunking"},
+    {"crypto"},  # below format: the format's key slots carry Argon2id parameters
+    {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking"},
     {"gitrepo", "keysource", "highwater"},
-    {"tree", "replica"},
+    {"tree", "replica", "keyslots"},
     {"render", "merge"},
     {"limits"},
     {"options", "view", "operation"},
