@@ -12,6 +12,10 @@ import pytest
 
 import gitmem
 
+# Automatic maintenance off for the whole session, module-scoped fixtures included (the hermetic
+# fixture below sets it again for each test): see hermetic.
+os.environ["GITMEM_GC_AUTO"] = "0"
+
 
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
