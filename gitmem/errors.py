@@ -181,6 +181,13 @@ class DifferentStore(GitMemError):
     exit_code = 12
 
 
+class KeysDiverged(ConflictError):
+    """Both replicas changed the key slots or epochs in ways that cannot be merged safely
+    (both rotated, or one rotated while the other changed slots). Nothing was changed."""
+
+    exit_code = 13
+
+
 # How much of a string from the model or the user an error message repeats: enough for any
 # ordinary old_str or path (so they read exactly as the reference's messages), not 100 MB.
 ECHO_CHARS = 2_000

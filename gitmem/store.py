@@ -1156,6 +1156,34 @@ class MemoryStore:
         if meta.format >= 2:
             self.codec.meta_blob = meta_blob
 
+    def read_with(self, keyring: Keyring) -> None:
+        """Open commits with ``keyring``: a pull's, whose epoch chain contains this store's.
+
+        Nothing is written with it until :meth:`adopt_meta`: the next write reads the metadata
+        again and seals in the epoch it names.
+        """
+        found = find_meta(self.repo)
+        if found is None:
+            raise IntegrityError(f"the metadata of the store at {self.path} is gone")
+        self._use_keyring(keyring, found.meta, found.blob)
+        self._meta_blob = None
+
+    def adopt_meta(self, meta: StoreMeta, blob: str | None = None) -> None:
+        """Under the writer lock: make ``meta`` (``blob``, if already written) this replica's
+        metadata, as a pull settles it; opened through this store's own slot.
+
+        The ref moves before the branch does, as in every key change.
+        """
+        if self.keyring is None:
+            raise UsageError("this store was opened without a keyring; reopen it to pull")
+        keyring = keyslots.reopen(meta, self.keyring, str(self.path))
+        old = self.repo.ref(META_REF)
+        if blob is None:
+            blob = self.repo.write_blob(meta.to_bytes())
+        if blob != old:
+            self.repo.update_ref(META_REF, blob, old)
+        self._use_keyring(keyring, meta, blob)
+
     def _refresh_keys(self) -> bool:
         """Catch up with key changes another process made; True when the epoch changed.
 

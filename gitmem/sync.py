@@ -25,10 +25,11 @@ from .errors import (
 )
 from .gitrepo import BRANCH, META_REF, GitRepo
 from .highwater import HighWater, Mark
+from .keymerge import merge_meta, reading_keyring
 from .merge import merge_base, merge_trees
 from .operation import Operation
 from .options import StoreOptions
-from .replica import meta_at
+from .replica import FoundMeta, find_meta, meta_at
 from .store import Change, MemoryStore, NoChange, changed_files, register_replication
 from .syncresult import SyncResult
 from .tree import Snapshot, TreeEditor
@@ -106,7 +107,10 @@ def _identify(store: MemoryStore, head: str | None, meta_blob: str | None, url: 
             f"the remote {url} holds another gitmem store ({found.meta.store_id.hex()}), "
             f"not {store.store_id}"
         )
-    if found.meta.key_check != store.keys.check_value():
+    local = find_meta(store.repo)
+    # Epoch 0's key check, which every rotation keeps (the newest epoch's keys check otherwise).
+    anchor = store.keys.check_value() if local is None else local.meta.key_check
+    if found.meta.key_check != anchor:
         raise DifferentStore(f"the remote {url} holds store {store.store_id} under another key")
 
 
@@ -129,25 +133,88 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     fetched = repo.fetch(url, [ref for ref in (BRANCH, META_REF) if ref in heads])
     incoming = fetched.get(BRANCH)
     _identify(store, incoming, fetched.get(META_REF), url)
+    # The metadata the incoming head carries (bound by its record, checked when it is read).
+    their_meta = None if incoming is None else meta_at(repo, incoming, None)
+    _read_incoming(store, their_meta, url)
     theirs = None if incoming is None else store.read_operation(incoming)
     _check_remote_head(store, marks, theirs, url)
-    result = _integrate(store, label, url, theirs)
+    result = _integrate(store, label, url, theirs, their_meta)
     if marks is not None and theirs is not None:
         marks.advance(Mark(theirs.commit, theirs.seq))
     return result
 
 
-def _integrate(store: MemoryStore, label: str, url: str, theirs: Operation | None) -> SyncResult:
-    """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit."""
+def _read_incoming(store: MemoryStore, incoming: FoundMeta | None, url: str) -> None:
+    """Let ``store`` open the incoming commits when they are sealed in an epoch it does not know
+    yet: through its own slot (WrongKey when it was removed there), and only if the incoming
+    epoch chain contains the one it holds. Nothing is written here."""
+    if incoming is None or store.keyring is None:
+        return
+    local = find_meta(store.repo)
+    if local is None or local.blob == incoming.blob:
+        return
+    keyring = reading_keyring(incoming.meta, store.keyring, str(store.path), url)
+    if keyring.epoch > store.keys.epoch:
+        store.read_with(keyring)
+
+
+def _settle_meta(
+    store: MemoryStore, base: str | None, incoming: FoundMeta | None, url: str
+) -> None:
+    """Under the writer lock, before the branch moves: the metadata after the pull (this
+    replica's, the incoming one, or both sides' slots; ``base`` is the merge base's commit),
+    with ``refs/gitmem/meta`` moved to it."""
+    local = find_meta(store.repo)
+    if incoming is None or store.keyring is None or local is None:
+        return
+    if local.blob == incoming.blob:
+        store.adopt_meta(local.meta, local.blob)
+        return
+    # An empty replica has no history of its own: its metadata counts as unchanged.
+    found = local if base is None else meta_at(store.repo, base, None)
+    merged = merge_meta(None if found is None else found.meta, local.meta, incoming.meta, url)
+    if merged == local.meta:
+        store.adopt_meta(local.meta, local.blob)
+    else:
+        store.adopt_meta(merged, incoming.blob if merged == incoming.meta else None)
+
+
+def _integrate(
+    store: MemoryStore,
+    label: str,
+    url: str,
+    theirs: Operation | None,
+    their_meta: FoundMeta | None = None,
+) -> SyncResult:
+    """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit.
+
+    The metadata is settled first (``_settle_meta``), so a merge commit is sealed in the newest
+    epoch and carries the metadata both sides agree on.
+    """
     if theirs is None:
         return SyncResult(label, url, "up-to-date", store.head(), None)
     for _ in range(_SYNC_RETRIES):
         with store.repo.write_lock(store.lock_timeout):
+            # Again under the lock: a local key change may have happened since the fetch.
+            _read_incoming(store, their_meta, url)
             ours = store.head_operation()
             if store.contains(ours, theirs.commit, theirs.seq):
                 assert ours is not None
+                _settle_meta(store, theirs.commit, their_meta, url)
                 return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
-            if ours is None or store.contains(theirs, ours.commit, ours.seq):
+            forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
+            base = None if ours is None else ours.commit
+            if not forward:
+                assert ours is not None
+                common = merge_base(ours, theirs, store.read_operation)
+                if common is None:
+                    raise ConflictError(
+                        f"the remote {url} has a history unrelated to this replica's; "
+                        "nothing was merged"
+                    )
+                base = common.commit
+            _settle_meta(store, base, their_meta, url)
+            if forward:
                 store.repo.update_ref(BRANCH, theirs.commit, None if ours is None else ours.commit)
                 if store.high_water is not None:
                     # Proven above: theirs descends from ours, which passed the rollback check,

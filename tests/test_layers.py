@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking"},
     {"gitrepo", "keysource", "highwater"},
     {"tree", "replica", "keyslots"},
-    {"render", "merge"},
+    {"render", "merge", "keymerge"},
     {"limits"},
     {"options", "view", "operation"},
     {"expiry", "revisions", "syncresult"},

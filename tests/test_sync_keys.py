@@ -1,0 +1,171 @@
+"""Key changes across replicas: a pull adopts a rotation or new slots through the replica's own
+slot, a removed holder learns nothing new, and diverged keys merge or are refused."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitmem import MemoryStore, WrongKey
+from gitmem.cli import main
+from gitmem.crypto import KdfParams
+from gitmem.errors import IntegrityError, KeysDiverged
+from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.paths import parse
+
+FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests
+
+
+def write(store: MemoryStore, name: str, text: str) -> None:
+    store.create(parse(f"/memories/{name}"), text, overwrite=True)
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    path = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def first(tmp_path: Path, key: str, origin: Path) -> MemoryStore:
+    store = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "state-a")
+    write(store, "notes.md", "before\n")
+    store.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
+    store.add_remote("origin", str(origin))
+    store.push()
+    return store
+
+
+def clone(origin: Path, tmp_path: Path, key: str, name: str) -> MemoryStore:
+    return MemoryStore.clone(
+        str(origin), tmp_path / f"{name}.git", key, state_dir=tmp_path / f"state-{name}"
+    )
+
+
+def refs(store: MemoryStore) -> tuple[str | None, str | None]:
+    return store.repo.ref(BRANCH), store.repo.ref(META_REF)
+
+
+@pytest.mark.parametrize("how", ["pull", "sync"])
+def test_rotation_reaches_a_replica(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str, how: str
+) -> None:
+    second = clone(origin, tmp_path, key, "b")
+    assert first.rotate_keys() == 1
+    write(first, "after.md", "sealed in epoch 1\n")
+    first.push()
+    getattr(second, how)()
+    assert second.read_text(parse("/memories/after.md")) == "sealed in epoch 1\n"
+    assert second.repo.ref(META_REF) == first.repo.ref(META_REF)
+    write(second, "from-b.md", "b\n")
+    head = second.head_operation()
+    assert head is not None and head.epoch == 1
+    second.sync()
+    first.pull()
+    assert first.read_text(parse("/memories/from-b.md")) == "b\n"
+    # A fresh open of the replica reads its own (now current) metadata.
+    reopened = MemoryStore.open(second.path, key, state_dir=tmp_path / "state-b")
+    assert reopened.files() == first.files()
+    assert first.verify().ok and second.verify().ok and reopened.verify().ok
+
+
+def test_rotation_then_divergent_writes_merge_in_the_new_epoch(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    second = clone(origin, tmp_path, key, "b")
+    first.rotate_keys()
+    write(first, "a.md", "a\n")
+    first.push()
+    write(second, "b.md", "b\n")  # still epoch 0: it has not seen the rotation
+    result = second.sync()
+    assert result.action == "merged+pushed"
+    merge = second.head_operation()
+    assert merge is not None and merge.command == "merge" and merge.epoch == 1
+    first.pull()
+    assert first.files() == second.files()
+    assert first.verify().ok and second.verify().ok
+
+
+def test_removed_holder_cannot_pull_what_follows(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    clone(origin, tmp_path, key, "b")
+    bob = MemoryStore.open(
+        tmp_path / "b.git", passphrase="bob's passphrase", state_dir=tmp_path / "state-b"
+    )
+    bob_slot = bob.keyring_slot()
+    assert bob_slot is not None
+    first.remove_key(bob_slot)
+    write(first, "secret.md", "after bob left\n")
+    first.push()
+    before = refs(bob)
+    with pytest.raises(WrongKey, match="removed"):
+        bob.pull()
+    with pytest.raises(WrongKey, match="removed"):
+        bob.sync()
+    assert refs(bob) == before
+    assert "/memories/secret.md" not in bob.files()
+    # The new commit's objects were fetched, but bob's keys do not open them.
+    new_head = first.head()
+    assert new_head is not None and bob.repo.has(new_head)
+    with pytest.raises(IntegrityError):
+        bob.read_operation(new_head)
+
+
+def test_slots_added_on_both_sides_are_united(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    second = clone(origin, tmp_path, key, "b")
+    carol = first.add_key(passphrase="carol's passphrase", label="carol", kdf=FAST)
+    dave = second.add_key(passphrase="dave's passphrase", label="dave", kdf=FAST)
+    write(first, "a.md", "a\n")
+    write(second, "b.md", "b\n")
+    first.sync()
+    assert second.sync().action == "merged+pushed"
+    assert first.sync().action == "fast-forward"
+    assert first.repo.ref(META_REF) == second.repo.ref(META_REF)
+    slots = {slot["slot"] for slot in first.key_slots()}
+    assert {carol, dave} <= slots and len(slots) == 4
+    for store in (first, second):
+        for passphrase in ("carol's passphrase", "dave's passphrase"):
+            opened = MemoryStore.open(store.path, passphrase=passphrase, check_rollback=False)
+            assert opened.files() == first.files()
+        assert store.verify().ok
+
+
+def divergence(first: MemoryStore, second: MemoryStore, kind: str) -> None:
+    if kind == "both rotated":
+        first.rotate_keys()
+        second.rotate_keys()
+    else:
+        first.rotate_keys()
+        second.add_key(passphrase="dave's passphrase", label="dave", kdf=FAST)
+
+
+@pytest.mark.parametrize("kind", ["both rotated", "rotated vs added"])
+def test_diverged_keys_are_refused_and_change_nothing(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str, kind: str
+) -> None:
+    second = clone(origin, tmp_path, key, "b")
+    divergence(first, second, kind)
+    write(first, "a.md", "a\n")
+    write(second, "b.md", "b\n")
+    first.push()
+    before = refs(second)
+    with pytest.raises(KeysDiverged, match="both changed the store's keys"):
+        second.sync()
+    assert refs(second) == before
+    assert second.files().keys() == {"/memories/notes.md", "/memories/b.md"}
+    assert second.verify().ok and first.verify().ok
+    result = CliRunner().invoke(
+        main,
+        ["--repo", str(second.path), "pull"],
+        env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "state-b")},
+    )
+    assert result.exit_code == 13, result.output
+    assert refs(second) == before
+    assert GitRepo(second.path).ref(META_REF) == before[1]
