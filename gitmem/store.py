@@ -381,15 +381,17 @@ class MemoryStore:
             self._check_rollback(None, mark)
             return None
         op = self.read_operation(oid)
-        if op.epoch < self.keys.epoch:
-            self._check_epoch(op)
+        self.check_epoch(op)
         self._check_rollback(op, mark)
         self._head = op
         return op
 
-    def _check_epoch(self, op: Operation) -> None:
-        """Refuse a head sealed in an older key epoch than a parent: only a holder of a revoked
-        key would write that, since every writer seals with the newest epoch it knows."""
+    def check_epoch(self, op: Operation) -> None:
+        """Refuse a head sealed in an older key epoch than a parent (:class:`IntegrityError`):
+        only a holder of a revoked key would write that, since every writer seals with the
+        newest epoch it knows."""
+        if op.epoch >= self.keys.epoch:
+            return
         for parent in op.parents:
             if self.read_operation(parent).epoch > op.epoch:
                 raise IntegrityError(f"commit {op.commit}: {_OLDER_EPOCH}")

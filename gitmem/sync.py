@@ -137,6 +137,9 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     their_meta = None if incoming is None else meta_at(repo, incoming, None)
     _read_incoming(store, their_meta, url)
     theirs = None if incoming is None else store.read_operation(incoming)
+    if theirs is not None:
+        # As for a local head: refused before it can become the branch or a merge's parent.
+        store.check_epoch(theirs)
     _check_remote_head(store, marks, theirs, url)
     result = _integrate(store, label, url, theirs, their_meta)
     if marks is not None and theirs is not None:
