@@ -503,8 +503,9 @@ def complete_command(
 def main() -> None:
     """gitmem: an encrypted, versioned memory store for Claude's memory tool.
 
-    The key comes from --key-file, $GITMEM_KEY, the file named by $GITMEM_KEY_FILE, or the
-    per-user key file that `gitmem init` writes. Revisions: a commit id (or 4+ digits of one),
+    The key comes from --key-file, $GITMEM_KEY, the file named by $GITMEM_KEY_FILE,
+    $GITMEM_PASSPHRASE (stores with passphrase slots), the per-user key file that `gitmem init`
+    writes, or a passphrase prompt on a terminal. Revisions: a commit id (or 4+ digits of one),
     HEAD, HEAD~N, session:NAME, @{TIME}. The options above and --json also work after a
     command's name. Full reference: docs/cli.md.
     """

@@ -10,12 +10,12 @@ import subprocess
 import sys
 import zlib
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers_keys import append_with_epoch_zero
 
 from gitmem import MemoryStore, crypto, generate_key
 from gitmem import format as fmt
@@ -594,14 +594,7 @@ def test_a_retired_key_cannot_append(slotted: MemoryStore, repo_path: Path, key:
     assert head is not None
     # A holder of a removed slot knows epoch 0 and can write the repository: a commit sealed
     # with it on top of the rotation is refused.
-    old = StoreKeys.derive(crypto.decode_key(key), slotted.keys.store_id)
-    record = replace(head.record, seq=head.seq + 1, command="create", detail={})
-    repo = GitRepo(repo_path)
-    ad = fmt.record_ad(old.store_id, head.tree, (head.commit,))
-    forged = repo.write_commit(
-        head.tree, [head.commit], fmt.encode_message(old.seal_record(record.to_bytes(), ad))
-    )
-    repo.update_ref(BRANCH, forged, head.commit)
+    append_with_epoch_zero(repo_path, key, slotted.keys.store_id, head)
     with pytest.raises(IntegrityError, match="older key epoch than its parent"):
         MemoryStore.open(repo_path, key).read_text(NOTE)
     report = MemoryStore.open(repo_path, key, check_rollback=False).verify()

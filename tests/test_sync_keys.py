@@ -4,16 +4,15 @@ slot, a removed holder learns nothing new, and diverged keys merge or are refuse
 from __future__ import annotations
 
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers_keys import append_with_epoch_zero
 
 from gitmem import MemoryStore, WrongKey
-from gitmem import format as fmt
 from gitmem.cli import main
-from gitmem.crypto import KdfParams, StoreKeys, decode_key
+from gitmem.crypto import KdfParams
 from gitmem.errors import IntegrityError, KeysDiverged
 from gitmem.gitrepo import BRANCH, META_REF, GitRepo
 from gitmem.paths import parse
@@ -184,14 +183,7 @@ def test_a_retired_key_cannot_append_through_a_remote(
     # of the rotation is refused by the pull, before the branch moves.
     head = first.head_operation()
     assert head is not None
-    old = StoreKeys.derive(decode_key(key), first.keys.store_id)
-    record = replace(head.record, seq=head.seq + 1, command="create", detail={})
-    remote = GitRepo(origin)
-    ad = fmt.record_ad(old.store_id, head.tree, (head.commit,))
-    forged = remote.write_commit(
-        head.tree, [head.commit], fmt.encode_message(old.seal_record(record.to_bytes(), ad))
-    )
-    remote.update_ref(BRANCH, forged, head.commit)
+    append_with_epoch_zero(origin, key, first.keys.store_id, head)
     before = refs(second)
     with pytest.raises(IntegrityError, match="older key epoch than its parent"):
         second.pull()
