@@ -236,7 +236,13 @@ class MemoryStore:
         if not target.is_dir():
             return False
         if GitRepo.exists(target):
-            return not GitRepo(target).has_refs()
+            try:
+                return not GitRepo(target).has_refs()
+            except NoStore:
+                # libgit2 writes `config` (atomically, by rename) after the directories: a
+                # gitmem init killed in between leaves a repository libgit2 will not open,
+                # and no ref can exist yet, since refs are written only after init returns.
+                return (target / LOCK_FILE).is_file() and not (target / "config").exists()
         # A directory holding only gitmem's lock file is an init killed before `git init`.
         return not any(target.iterdir()) or (target / LOCK_FILE).is_file()
 

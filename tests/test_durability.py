@@ -31,8 +31,9 @@ import pytest
 from anthropic.lib.tools import ToolError
 
 import gitmem
-from gitmem.errors import ConflictError
-from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem import MemoryStore
+from gitmem.errors import ConflictError, NoStore
+from gitmem.gitrepo import BRANCH, LOCK_FILE, META_REF, GitRepo
 from gitmem.highwater import HighWater
 
 NO_SPACE = (
@@ -265,6 +266,34 @@ def test_a_kill_right_after_the_ref_update_leaves_the_new_state(
     assert tool.call(hp.stream_command(3)) == f"The file {hp.LOG} has been edited."
     assert [op.seq for op in tool.store.log()] == [3, 2, 1]
     assert [op.session for op in tool.store.log()] == ["parent", "fault-after-ref", "parent"]
+
+
+def test_an_init_killed_before_git_wrote_its_config_does_not_wedge_the_store(
+    tmp_path: Path, key: str
+) -> None:
+    # The state a kill inside libgit2's init can leave (test_a_creator_killed_mid_way... hits
+    # it by chance): gitmem's lock file and git's directories, but no `config` yet.
+    repo = tmp_path / "store.git"
+    for name in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (repo / name).mkdir(parents=True)
+    (repo / LOCK_FILE).touch()
+    assert MemoryStore.vacant(repo)
+    tool = gitmem.GitMemoryTool(repo, key=key)
+    assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}) == (
+        "File created successfully at: /memories/a.md"
+    )
+    assert tool.store.verify().ok
+
+
+def test_a_repository_without_config_and_without_gitmem_lock_is_not_adopted(
+    tmp_path: Path, key: str
+) -> None:
+    repo = tmp_path / "store.git"
+    for name in ("objects/info", "refs/heads"):
+        (repo / name).mkdir(parents=True)
+    assert not MemoryStore.vacant(repo)
+    with pytest.raises(NoStore):
+        gitmem.GitMemoryTool(repo, key=key)
 
 
 def creation_state(repo: Path, acks: list[str]) -> str:
