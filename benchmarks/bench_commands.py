@@ -6,6 +6,7 @@
     python benchmarks/bench_commands.py --dir /dev/shm    # tmpfs: the CPU path alone
     python benchmarks/bench_commands.py --grown 10000     # also on a store of 10,000 files
                                                           # and 10,000 more commits
+    python benchmarks/bench_commands.py --grown-flat 10000   # the same, all in /memories
 
 Both tools run in this process, through ``tool.call`` (input validation included), on the same
 small memory: a dozen notes of about 1 KiB in a few directories. Each command is timed on its
@@ -41,6 +42,8 @@ from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMem
 
 import gitmem
 from gitmem.fsutil import fsync_dir
+from gitmem.store import Change
+from gitmem.tree import TreeEditor
 
 COMMANDS = ("view file", "view dir", "create", "str_replace", "insert", "rename", "delete")
 WRITES = ("create", "str_replace", "insert", "rename", "delete")
@@ -158,11 +161,14 @@ def measure(
     return timings
 
 
-def grow(path: Path, key: str, files: int, edits: int) -> None:
-    """Make a store at ``path`` of ``files`` notes in 100 directories, then ``edits`` commits.
+def grow(path: Path, key: str, files: int, edits: int, *, flat: bool = False) -> None:
+    """Make a store at ``path`` of ``files`` notes, then ``edits`` commits that each edit one.
 
-    Built with the history benchmark's packing builder (real, authenticated commits, written
-    to packs in bulk rather than one durable write at a time), then opened like any store.
+    The notes sit in 100 directories, or with ``flat`` all in ``/memories`` itself (as the
+    model often keeps them), where they are created a hundred per commit: one per commit would
+    rewrite the whole directory ``files`` times. Built with the history benchmark's packing
+    builder (real, authenticated commits, written to packs in bulk rather than one durable
+    write at a time), then opened like any store.
     """
     spec = importlib.util.spec_from_file_location(
         "bench_log", Path(__file__).with_name("bench_log.py")
@@ -174,18 +180,34 @@ def grow(path: Path, key: str, files: int, edits: int) -> None:
     base = gitmem.MemoryStore.init(path, key, check_rollback=False)
     repo = bench_log.PackingRepo(path)
     store = gitmem.MemoryStore(repo, base.keys, session="grow", check_rollback=False)
-    for i in range(files):
-        store.create(f"/memories/g{i % 100:02d}/f{i}.md", note(i))
+    names = [grown_path(i, flat) for i in range(files)]
+    if flat:
+        for start in range(0, files, 100):
+            batch = range(start, min(start + 100, files))
+
+            def edit(_: object, tree: TreeEditor, batch: range = batch) -> Change[None]:
+                for i in batch:
+                    tree.put_file(gitmem.parse_path(names[i]), note(i).encode())
+                return Change(tuple(names[i] for i in batch), None)
+
+            store.write("create", edit)
+    else:
+        for i, name in enumerate(names):
+            store.create(name, note(i))
     for i in range(edits):
-        k = i % files
-        store.insert(f"/memories/g{k % 100:02d}/f{k}.md", 0, f"edit {i}")
+        store.insert(names[i % files], 0, f"edit {i}")
     repo.finish()
 
 
-def grow_reference(base: Path, files: int) -> None:
+def grown_path(i: int, flat: bool) -> str:
+    """The path of the grown store's note ``i``."""
+    return f"/memories/f{i}.md" if flat else f"/memories/g{i % 100:02d}/f{i}.md"
+
+
+def grow_reference(base: Path, files: int, *, flat: bool = False) -> None:
     """The same files for the reference (plain writes: only their presence matters)."""
     for i in range(files):
-        target = base / "memories" / f"g{i % 100:02d}" / f"f{i}.md"
+        target = base / grown_path(i, flat).lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(note(i))
 
@@ -224,9 +246,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--grown", type=int, default=0, metavar="N", help="also a store of N files + N commits"
     )
+    parser.add_argument(
+        "--grown-flat",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also a store of N files in /memories itself + N commits",
+    )
     args = parser.parse_args(argv)
     if args.ops < 2:
         parser.error("--ops must be at least 2")
+    variants = {"grown": (args.grown, False), "grown flat": (args.grown_flat, True)}
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-", dir=args.dir) as tmp:
         base = Path(tmp)
         os.environ["GITMEM_STATE_DIR"] = str(base / "state")
@@ -234,11 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         git = gitmem.GitMemoryTool(base / "store.git", key=key, session="bench")
         reference = DurableReference(base_path=str(base / "reference"))
         tools: dict[str, BetaAbstractMemoryTool] = {"gitmem": git, "reference": reference}
-        if args.grown:
-            grow(base / "grown.git", key, args.grown, args.grown)
-            grow_reference(base / "grown-reference", args.grown)
-            tools["gitmem grown"] = gitmem.GitMemoryTool(base / "grown.git", key=key)
-            tools["reference grown"] = DurableReference(base_path=str(base / "grown-reference"))
+        for name, (count, flat) in variants.items():
+            if not count:
+                continue
+            grow(base / f"{name}.git", key, count, count, flat=flat)
+            grow_reference(base / f"{name}-reference", count, flat=flat)
+            tools[f"gitmem {name}"] = gitmem.GitMemoryTool(base / f"{name}.git", key=key)
+            tools[f"reference {name}"] = DurableReference(base_path=str(base / f"{name}-reference"))
         results = measure(tools, args.ops)
         fs_type = filesystem(base)
     table = {
@@ -252,12 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         row["ratio"] = {"median": row["gitmem"]["median_ms"] / row["reference"]["median_ms"]}
         row["gitmem"]["cpu_median_ms"] = statistics.median(CPU["gitmem"][name]) * 1e3
     writes = geometric_mean([table[name]["ratio"]["median"] for name in WRITES])
-    grown: dict[str, float] = {}
-    if args.grown:
+    # Each grown store's medians over the small store's, by variant.
+    grown: dict[str, dict[str, float]] = {}
+    for variant, (count, _) in variants.items():
+        if not count:
+            continue
+        ratios = grown[variant] = {}
         for name in COMMANDS:
             small = statistics.median(results["gitmem"][name])
-            grown[name] = statistics.median(results["gitmem grown"][name]) / small
-        grown["writes"] = geometric_mean([grown[name] for name in WRITES])
+            ratios[name] = statistics.median(results[f"gitmem {variant}"][name]) / small
+        ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
     environment = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -265,7 +301,13 @@ def main(argv: list[str] | None = None) -> int:
         "gitmem": gitmem.__version__,
     }
     if args.json:
-        body = {"ops": args.ops, "commands": table, "writes_ratio": writes, "grown": grown}
+        body = {
+            "ops": args.ops,
+            "commands": table,
+            "writes_ratio": writes,
+            "grown": grown.get("grown", {}),
+            "grown_flat": grown.get("grown flat", {}),
+        }
         print(json.dumps({**body, "environment": environment}))
         return 0
     print(
@@ -285,9 +327,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {row['ratio']['median']:>6.2f}x"
         )
     print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
-    if grown:
-        print(f"gitmem on {args.grown:,} files + {args.grown:,} commits / on the small store:")
-        print("  " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in grown.items()))
+    for variant, ratios in grown.items():
+        count = variants[variant][0]
+        where = "in /memories itself" if variants[variant][1] else "in 100 directories"
+        print(f"gitmem on {count:,} files {where} + {count:,} commits / on the small store:")
+        print("  " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .cache import BoundedCache
 from .errors import GitMemError, UsageError, shown_repr
 from .format import KIND_DIR
 from .paths import MemoryPath
@@ -25,7 +26,7 @@ DEFAULT_MAX_VIEW_CHARS = 50_000
 # Room for the longest header (a 1,024-byte path) and the paging note, so a cut view always
 # shows at least part of one line.
 MIN_VIEW_CHARS = 2_048
-_SIZE_CACHE_LIMIT = 8192
+_SIZE_CACHE_ENTRIES = 1 << 16
 
 
 class LimitExceeded(GitMemError):
@@ -114,12 +115,21 @@ class StoreSizer:
     """Plaintext size of committed trees, from file headers only (no content is decrypted).
 
     Sizes are memoized per directory tree (with its path, which its names are bound to); git
-    trees are immutable, so after a write only the directories on the changed path are new.
+    trees are immutable, so after a write only the directories on the changed path are new, and
+    a write through :class:`LimitedEditor` records its new root's total from the old one.
     """
 
     def __init__(self, codec: TreeCodec) -> None:
         self.codec = codec
-        self._dirs: dict[tuple[str, MemoryPath], int] = {}
+        self._dirs: BoundedCache[tuple[str, MemoryPath], int] = BoundedCache(_SIZE_CACHE_ENTRIES)
+
+    def known_tree_bytes(self, root: str | None) -> int | None:
+        """:meth:`tree_bytes` if it is known without reading anything, else None."""
+        return 0 if not root else self._dirs.get((root, MemoryPath(())))
+
+    def remember_tree_bytes(self, root: str, total: int) -> None:
+        """Record that root tree ``root`` (written by this process) holds ``total`` bytes."""
+        self._dirs.put((root, MemoryPath(())), total)
 
     def tree_bytes(self, root: str | None) -> int:
         """The sum of the sizes of every file in root tree ``root`` (0 for an empty store)."""
@@ -159,9 +169,7 @@ class StoreSizer:
                 else:
                     total += self.codec.file_size(node.oid)
             totals[key] = total
-            if len(self._dirs) >= _SIZE_CACHE_LIMIT:
-                self._dirs.clear()
-            self._dirs[key] = total
+            self._dirs.put(key, total)
         return totals[(oid, path)]
 
     def node_bytes(self, node: Node, path: MemoryPath) -> int:
@@ -176,7 +184,9 @@ class LimitedEditor(TreeEditor):
 
     It keeps the running size of the edited memory (the head's size, computed only when a write
     grows something, plus every put and remove so far), so a transaction of several writes is
-    checked as a whole.
+    checked as a whole. :meth:`write` records the new tree's size, so that the next write's
+    check costs nothing (the whole memory is measured only on the first write of a process, or
+    after another process wrote, and then only the directories that changed).
     """
 
     def __init__(
@@ -187,6 +197,8 @@ class LimitedEditor(TreeEditor):
         self.sizer = sizer
         self._root_oid = root
         self.delta = 0
+        # False once an edit changed sizes without adding to ``delta`` (a graft).
+        self._exact = True
 
     def total_bytes(self) -> int:
         """The plaintext size of the memory as edited so far."""
@@ -208,6 +220,20 @@ class LimitedEditor(TreeEditor):
         freed = self.measure(path, self.sizer.node_bytes)
         super().remove(path)
         self.delta -= freed
+
+    def graft(self, path: MemoryPath, node: Node) -> None:
+        """Put the committed ``node`` at ``path`` (a restore); the running size stops being
+        tracked (a restore is not size-checked: it brings back what the store held)."""
+        super().graft(path, node)
+        self._exact = False
+
+    def write(self) -> str:
+        """Store the changed trees; the new root's size is recorded when it is known exactly."""
+        root = super().write()
+        before = self.sizer.known_tree_bytes(self._root_oid)
+        if self._exact and before is not None:
+            self.sizer.remember_tree_bytes(root, before + self.delta)
+        return root
 
     def _current_file_bytes(self, path: MemoryPath) -> int:
         node = self.file_at(path)

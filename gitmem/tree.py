@@ -9,11 +9,12 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
 from . import chunking, paths, workers
+from .cache import BoundedCache
 from .crypto import StoreKeys
 from .errors import IntegrityError, InvalidPath, NotAFile, NotFound, PathExists
 from .format import (
@@ -36,8 +37,12 @@ from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
 from .paths import MEMORIES_ROOT, MemoryPath
 
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
-# goes stale, and repeated `view`s of an unchanged store skip all name decryption.
-_CACHE_LIMIT = 4096
+# goes stale, and repeated `view`s of an unchanged store skip all name decryption. The bound
+# counts entries (a listing weighs its entry count): about 40 MB at most.
+_DIR_CACHE_ENTRIES = 1 << 17
+# File sizes, by file tree id: enough for every file of a store far past its default size limit
+# (64 MiB of 1 KiB notes), so that listing a large store does not reread every header.
+_SIZE_CACHE_ENTRIES = 1 << 17
 # Files this large inflate their chunks on several threads (see gitmem.workers). On two cores
 # that took a read to 0.85x its one-thread time at 256 KiB and 0.75x at 1 MiB, but only 0.92x
 # at 128 KiB and 1.09x at 16 KiB, where the hand-offs' CPU time buys little or nothing.
@@ -54,10 +59,30 @@ class Node:
     oid: str
 
 
+@dataclass(frozen=True)
+class _FoldIndex:
+    """A directory's names by :func:`gitmem.paths.fold_name` key, and the fold that made it."""
+
+    fold: Callable[[str], str]
+    names: dict[str, tuple[str, ...]]
+
+
 @dataclass
 class _Loaded:
     nodes: dict[str, Node]
     sealed: dict[str, str]
+    fold_index: _FoldIndex | None = None
+
+    def folded(self) -> _FoldIndex:
+        """The names by fold key, built on first use (one fold per name, once per tree)."""
+        index = self.fold_index
+        if index is None or index.fold is not paths.fold_name:
+            names: dict[str, tuple[str, ...]] = {}
+            for name in self.nodes:
+                key = paths.fold_name(name)
+                names[key] = (*names.get(key, ()), name)
+            index = self.fold_index = _FoldIndex(paths.fold_name, names)
+        return index
 
 
 class TreeCodec:
@@ -66,8 +91,11 @@ class TreeCodec:
     def __init__(self, repo: GitRepo, keys: StoreKeys) -> None:
         self.repo = repo
         self.keys = keys
-        self._dirs: dict[tuple[str, MemoryPath], _Loaded] = {}
-        self._sizes: dict[str, int] = {}
+        self._dirs: BoundedCache[tuple[str, MemoryPath], _Loaded] = BoundedCache(_DIR_CACHE_ENTRIES)
+        self._sizes: BoundedCache[str, int] = BoundedCache(_SIZE_CACHE_ENTRIES)
+        # The last root tree write_dir wrote with the metadata blob: stamp_root need not read
+        # it back (its id is the hash of exactly those entries).
+        self._stamped: tuple[str, str] | None = None
         # Remembers the files last read or written, so that writing an edited version rehashes
         # only around the edit and reuses the blobs of unchanged chunks.
         self.chunker = chunking.Chunker(keys.chunker_seed)
@@ -105,13 +133,18 @@ class TreeCodec:
                 raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
             loaded.nodes[name] = Node(kind, entry.oid)
             loaded.sealed[name] = entry.name
-        if len(self._dirs) >= _CACHE_LIMIT:
-            self._dirs.clear()
-        self._dirs[key] = loaded
+        self._dirs.put(key, loaded, len(loaded.nodes) + 1)
         return loaded
 
-    def write_dir(self, path: MemoryPath, nodes: dict[str, Node], sealed: dict[str, str]) -> str:
-        """Write a directory tree; ``sealed`` holds known entry names to reuse."""
+    def write_dir(
+        self,
+        path: MemoryPath,
+        nodes: dict[str, Node],
+        sealed: Mapping[str, str],
+        fold_index: _FoldIndex | None = None,
+    ) -> str:
+        """Write a directory tree; ``sealed`` holds known entry names to reuse, ``fold_index``
+        (when known) the names of ``nodes`` by fold key."""
         parent = str(path)
         entries = []
         names = {}
@@ -121,15 +154,16 @@ class TreeCodec:
                 raw = self.keys.seal_name(name, parent, node.kind)
             entries.append(TreeEntry(raw, node.oid, TREE_MODE))
             names[name] = raw
-        if path.is_root and self.meta_blob is not None:
-            entries.append(TreeEntry(META_ENTRY, self.meta_blob, BLOB_MODE))
+        meta = self.meta_blob if path.is_root else None
+        if meta is not None:
+            entries.append(TreeEntry(META_ENTRY, meta, BLOB_MODE))
         oid = self.repo.write_tree(entries)
+        if meta is not None:
+            self._stamped = (oid, meta)
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        if len(self._dirs) >= _CACHE_LIMIT:
-            self._dirs.clear()
-        self._dirs[(oid, path)] = _Loaded(dict(nodes), names)
+        self._dirs.put((oid, path), _Loaded(dict(nodes), names, fold_index), len(nodes) + 1)
         return oid
 
     def stamp_root(self, oid: str) -> str:
@@ -138,7 +172,7 @@ class TreeCodec:
         A restore reuses an old root tree, which may predate format 2 or an update of the
         metadata; every commit written must carry the current metadata.
         """
-        if self.meta_blob is None:
+        if self.meta_blob is None or self._stamped == (oid, self.meta_blob):
             return oid
         entries = self.repo.read_tree(oid)
         kept = [e for e in entries if e.name != META_ENTRY]
@@ -192,7 +226,7 @@ class TreeCodec:
             entries.append(TreeEntry(chunk_entry(index), oids[-1], BLOB_MODE))
         oid = self.repo.write_tree(entries)
         self.chunker.remember(data, list(accumulate(map(len, (p.data for p in pieces)))), oids)
-        self._sizes[oid] = len(data)
+        self._sizes.put(oid, len(data))
         return oid
 
     def _write_header(self, size: int, chunks: int) -> str:
@@ -235,9 +269,7 @@ class TreeCodec:
         size = self._sizes.get(oid)
         if size is None:
             size, _ = self._file_entries(oid)
-            if len(self._sizes) >= _CACHE_LIMIT:
-                self._sizes.clear()
-            self._sizes[oid] = size
+            self._sizes.put(oid, size)
         return size
 
     def read_file(self, oid: str) -> bytes:
@@ -420,11 +452,69 @@ def changed_file_nodes(
     return out
 
 
+class _Entries(dict[str, "Node | _MutDir"]):
+    """The entries of a directory being edited, with the names added and removed since it was
+    opened (so that the fold index of the tree it was opened from stays usable)."""
+
+    __slots__ = ("added", "removed")
+
+    def __init__(self, base: Mapping[str, Node | _MutDir] | None = None) -> None:
+        super().__init__(base or {})
+        self.added: set[str] = set()
+        self.removed: set[str] = set()
+
+    def __setitem__(self, name: str, child: Node | _MutDir) -> None:
+        if name not in self:
+            if name in self.removed:
+                self.removed.discard(name)
+            else:
+                self.added.add(name)
+        super().__setitem__(name, child)
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name)
+        if name in self.added:
+            self.added.discard(name)
+        else:
+            self.removed.add(name)
+
+
 @dataclass
 class _MutDir:
     path: MemoryPath
-    nodes: dict[str, Node | _MutDir] = field(default_factory=dict)
+    nodes: _Entries = field(default_factory=_Entries)
     sealed: dict[str, str] = field(default_factory=dict)
+    # The committed directory this one was opened from (None: a new directory).
+    base: _Loaded | None = None
+
+    def twins(self, name: str) -> list[str]:
+        """The entries whose :func:`gitmem.paths.fold_name` key is ``name``'s (``name`` too, if
+        present): the base tree's from its fold index, plus those added since."""
+        key = paths.fold_name(name)
+        found = []
+        if self.base is not None:
+            found = [n for n in self.base.folded().names.get(key, ()) if n in self.nodes]
+        found += [n for n in self.nodes.added if paths.fold_name(n) == key]
+        return found
+
+    def fold_index(self) -> _FoldIndex | None:
+        """The fold index of the entries as edited, derived from the base tree's when that
+        one has been built (None: left to be built if ever needed)."""
+        base = None if self.base is None else self.base.fold_index
+        if base is None or base.fold is not paths.fold_name:
+            return None
+        names = dict(base.names)
+        for name in self.nodes.removed:
+            key = base.fold(name)
+            rest = tuple(n for n in names.get(key, ()) if n != name)
+            if rest:
+                names[key] = rest
+            else:
+                names.pop(key, None)
+        for name in self.nodes.added:
+            key = base.fold(name)
+            names[key] = (*names.get(key, ()), name)
+        return _FoldIndex(base.fold, names)
 
 
 class TreeEditor:
@@ -438,7 +528,7 @@ class TreeEditor:
         if not oid:
             return _MutDir(path)
         loaded = self.codec.load_dir(oid, path)
-        return _MutDir(path, dict(loaded.nodes), dict(loaded.sealed))
+        return _MutDir(path, _Entries(loaded.nodes), dict(loaded.sealed), loaded)
 
     def _descend(self, path: MemoryPath, *, create: bool) -> _MutDir | None:
         """The mutable directory at ``path``; missing ones are made when ``create``."""
@@ -553,7 +643,9 @@ class TreeEditor:
         for name in path.parts:
             child = None if current is None else current.nodes.get(name)
             if current is None or child is None:
-                siblings = [] if current is None else list(current.nodes)
+                # Only the siblings that fold to the same key can collide: found through the
+                # directory's fold index rather than by folding every sibling of a large one.
+                siblings = [] if current is None else current.twins(name)
                 if moving is not None and moving.parent == parent and moving.name in siblings:
                     siblings.remove(moving.name)
                 paths.check_new_entry(parent, name, siblings)
@@ -634,5 +726,7 @@ class TreeEditor:
                 else child
                 for name, child in directory.nodes.items()
             }
-            written[id(directory)] = self.codec.write_dir(directory.path, nodes, directory.sealed)
+            written[id(directory)] = self.codec.write_dir(
+                directory.path, nodes, directory.sealed, directory.fold_index()
+            )
         return written[id(top)]
