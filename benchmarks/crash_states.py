@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -523,7 +524,11 @@ def drive(root: Path, key: str, writes: int, expected_out: Path) -> None:
 
 
 def check(state: CrashState, key: str, expected: list[dict[str, str]], work: Path) -> str | None:
-    """None if the store in ``state`` is whole and holds every acknowledged write, else why."""
+    """None if the store in ``state`` is whole and holds every acknowledged write, else why.
+
+    The store is opened as after a reboot, which a power loss implies: :func:`run` points
+    gitmem at another boot id, so that opening it recovers from the redo log.
+    """
     from gitmem import MemoryStore
     from gitmem.paths import parse
 
@@ -568,7 +573,7 @@ def trace_run(root: Path, key: str, writes: int, trace_out: Path, expected_out: 
 
 def run(writes: int, random_subsets: int, base: Path | None = None) -> Result:
     """Trace a run of ``writes`` writes and check every crash state it could leave."""
-    from gitmem import generate_key
+    from gitmem import generate_key, wal
 
     key = generate_key()
     with tempfile.TemporaryDirectory(prefix="gitmem-crash-", dir=base) as tmp:
@@ -583,6 +588,10 @@ def run(writes: int, random_subsets: int, base: Path | None = None) -> Result:
         # Checks write (a new write after each crash): on tmpfs their flushes cost nothing.
         scratch = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tmp)
         work = Path(tempfile.mkdtemp(prefix="gitmem-crash-check-", dir=scratch))
+        # Every state is what the next boot finds: gitmem must see another boot id.
+        saved_boot = wal.BOOT_ID_PATH
+        wal.BOOT_ID_PATH = str(Path(tmp) / "boot_id")
+        Path(wal.BOOT_ID_PATH).write_text(f"{uuid.uuid4()}\n")
         try:
             for state in crash_states(rec, random_subsets):
                 result.states += 1
@@ -593,6 +602,7 @@ def run(writes: int, random_subsets: int, base: Path | None = None) -> Result:
                          "why": problem}
                     )  # fmt: skip
         finally:
+            wal.BOOT_ID_PATH = saved_boot
             shutil.rmtree(work, ignore_errors=True)
     return result
 

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -35,6 +35,7 @@ from pygit2.enums import (
     SortMode,
 )
 
+from . import wal
 from .errors import (
     ConflictError,
     FormatLimitExceeded,
@@ -64,9 +65,9 @@ from .fsutil import (
 )
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
-# syncfs(2) exists, libgit2 writes without fsync and a write costs two flushes of the whole file
-# system, one before the ref moves and one after, instead of two fsyncs per object and per ref;
-# elsewhere libgit2 fsyncs each file and the directory it is in.
+# syncfs(2) exists, libgit2 writes without fsync: a write costs one fdatasync of the redo log
+# (gitmem/wal.py), or, without a boot id to tell a power loss by, two flushes of the whole file
+# system; elsewhere libgit2 fsyncs each file and the directory it is in.
 _BATCHED = can_syncfs()
 pygit2.settings.enable_fsync_gitdir(not _BATCHED)
 # Refuse to write objects that do not parse, and check every object's hash on read, so a
@@ -130,6 +131,12 @@ class GitRepo:
         self.path = Path(path)
         self._objects = str(self.path / "objects")
         self._local = threading.local()
+        self._log = self.path / wal.LOG_NAME
+        # What this process knows of the redo log's end, and the objects written since the
+        # last record or checkpoint, which the next record carries (see _publish_logged).
+        self._tail: wal.Tail | None = None
+        self._written: dict[str, tuple[bytes, bytes]] = {}
+        self._boot_checked = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -156,7 +163,10 @@ class GitRepo:
     def _git(self) -> pygit2.Repository:
         repo: pygit2.Repository | None = getattr(self._local, "repo", None)
         if repo is None:
-            repo = self._open()
+            if not self._boot_checked:
+                self._boot_checked = True
+                self._recover_if_rebooted()
+            repo = getattr(self._local, "repo", None) or self._open()
             self._local.repo = repo
         return repo
 
@@ -229,7 +239,9 @@ class GitRepo:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob and return its id."""
         _check_size("blob", len(data), MAX_BLOB_BYTES)
-        return str(self._git.create_blob(data))
+        oid = str(self._git.create_blob(data))
+        self._wrote(oid, b"blob", data)
+        return oid
 
     def read_blob(self, oid: str, limit: int = MAX_BLOB_BYTES) -> bytes:
         """The bytes of blob ``oid``; :class:`IntegrityError` if missing, corrupt, not a blob,
@@ -284,7 +296,9 @@ class GitRepo:
         """
         data = tree_bytes(entries)
         _check_size("tree (a directory with this many entries)", len(data), MAX_TREE_BYTES)
-        return str(self._git.odb.write(int(ObjectType.TREE), data))
+        oid = str(self._git.odb.write(int(ObjectType.TREE), data))
+        self._wrote(oid, b"tree", data)
+        return oid
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
@@ -310,7 +324,15 @@ class GitRepo:
         # write (blobs and trees raise); say so rather than let the ref update fail obscurely.
         if oid not in self._git.odb:
             raise OSError(errno.ENOSPC, "the commit object was not written; is the disk full?")
+        if _wal_on():
+            self._wrote(str(oid), b"commit", self._git.odb.read(oid)[1])
         return str(oid)
+
+    def _wrote(self, oid: str, kind: bytes, payload: bytes) -> None:
+        # Every object written, even one that was there already: it may be the unflushed loose
+        # file of a write that failed, so only the log can make it durable.
+        if _wal_on():
+            self._written[oid] = (kind, payload)
 
     def read_commit(self, oid: str) -> CommitInfo:
         """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
@@ -391,8 +413,13 @@ class GitRepo:
 
     def wait_durable(self, ticket: Durability) -> None:
         """Return once the ref move that gave ``ticket`` is on stable storage."""
-        if ticket is not None:
-            _group_sync(self.path).sync(self.path, ticket, share=True)
+        if ticket is None:
+            return
+        if _wal_on():
+            log = self._log
+            _group_sync(f"log:{log}").sync(lambda: wal.datasync(log), ticket, share=True)
+        else:
+            self._syncfs_group().sync(self._syncfs, ticket, share=True)
 
     def writer(self) -> contextlib.AbstractContextManager[None]:
         """Announce, for the block, a writer on its way to moving a ref (see
@@ -400,11 +427,22 @@ class GitRepo:
         flush rather than making their own."""
         if not _BATCHED:
             return contextlib.nullcontext()
-        return _group_sync(self.path).writer()
+        if _wal_on():
+            return _group_sync(f"log:{self._log}").writer()
+        return self._syncfs_group().writer()
 
     def _publish(self, name: str, new: str, expected: str | None) -> Durability:
+        if _BATCHED and _wal_on():
+            if self._loggable(name, new, expected):
+                return self._publish_logged(name, new, expected)
+            # Any other move (a fast-forward, a merge, the metadata ref): flushed before and
+            # after, then a new generation of the log starts from it.
+            self._swap_ref(name, new, expected, self.sync)
+            self.checkpoint()
+            return None
         if _BATCHED:
-            return self._swap_ref(name, new, expected)
+            self._swap_ref(name, new, expected, self.sync)
+            return self._syncfs_group().ticket()
         if expected is None:
             self.sync()  # objects/ itself: libgit2 fsyncs a new objects/xx but not its parent
             try:
@@ -438,15 +476,14 @@ class GitRepo:
         except pygit2.GitError as exc:
             raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
 
-    def _swap_ref(self, name: str, new: str, expected: str | None) -> Durability:
-        """Move (or create) a loose ref in two flushes of the file system.
+    def _swap_ref(
+        self, name: str, new: str, expected: str | None, before_rename: Callable[[], None]
+    ) -> None:
+        """Move (or create) a loose ref with git's ref protocol, ``before_rename`` in between.
 
-        git's ref protocol: ``<ref>.lock`` is created exclusively (any git process that moves
-        the ref takes the same lock), the ref is checked under it, the new id written into it,
-        and the lock renamed over the ref. The first flush makes the objects and the lock's
-        content durable before the rename (so a crash never leaves a ref naming a missing object,
-        nor an empty ref); the second, which the returned ticket waits for, makes the rename
-        durable.
+        ``<ref>.lock`` is created exclusively (any git process that moves the ref takes the
+        same lock), the ref is checked under it, the new id written into it, ``before_rename``
+        called (a flush, or the log's append), and the lock renamed over the ref.
         """
         path = self.path / name
         lock = self.path / (name + ".lock")
@@ -467,13 +504,12 @@ class GitRepo:
                 os.write(fd, f"{new}\n".encode())
             finally:
                 os.close(fd)
-            self.sync()
+            before_rename()
             os.replace(lock, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 lock.unlink()
             raise
-        return _group_sync(self.path).ticket()
 
     def sync(self) -> None:
         """Make everything written to the repository so far durable.
@@ -484,12 +520,210 @@ class GitRepo:
         which this fsyncs.
         """
         if _BATCHED:
-            group = _group_sync(self.path)
-            group.sync(self.path, group.ticket())
+            group = self._syncfs_group()
+            group.sync(self._syncfs, group.ticket())
             return
         for relative in ("objects", "refs", "refs/heads", "refs/gitmem", ""):
             with contextlib.suppress(FileNotFoundError):
                 fsync_dir(self.path / relative)
+
+    def _syncfs(self) -> None:
+        syncfs(self.path)
+
+    def _syncfs_group(self) -> _GroupSync:
+        return _group_sync(f"dev:{os.stat(self.path).st_dev}")
+
+    # -- the redo log (design.md, "The redo log") ------------------------------------------
+
+    def _loggable(self, name: str, new: str, expected: str | None) -> bool:
+        """True when the move extends the branch by one commit this process just wrote.
+
+        Only such a move goes through the log: everything its commit reaches is then in this
+        record, in an earlier record of the generation, or in what the generation started from.
+        """
+        written = self._written.get(new)
+        if name != BRANCH or written is None or written[0] != b"commit":
+            return False
+        parents = parse_commit(written[1], new).parents
+        return parents == (() if expected is None else (expected,))
+
+    def _publish_logged(self, name: str, new: str, expected: str | None) -> Durability:
+        """Move the branch with no flush: its record in the log, appended before the rename, is
+        what the returned ticket makes durable (one ``fdatasync``)."""
+        objects = tuple(self._written.values())
+        self._swap_ref(name, new, expected, lambda: self._append(name, new, expected, objects))
+        self._written = {}
+        return _group_sync(f"log:{self._log}").ticket()
+
+    def _append(
+        self,
+        name: str,
+        new: str,
+        expected: str | None,
+        objects: tuple[tuple[bytes, bytes], ...],
+    ) -> None:
+        """Under the writer lock: append the record of a move of ``name`` to ``new`` from
+        ``expected``, starting a new generation first when the log is missing, full, or does
+        not end at ``expected`` (something else moved the branch since its last record)."""
+        for attempt in range(2):
+            try:
+                fd = wal.open_log(self._log, write=True)
+            except FileNotFoundError:
+                fd = -1
+            try:
+                header = None if fd < 0 else wal.read_header_fd(fd)
+                if header is None or header.boot != wal.boot_id():
+                    if attempt:
+                        raise StorageError(f"the redo log of {self.path} cannot be started")
+                    self.checkpoint()
+                    continue
+                tail = wal.follow(fd, header, self._tail, BRANCH)
+                record = wal.Record(header.generation, tail.seq, ((name, new),), objects)
+                data = record.to_bytes()
+                full = tail.offset + len(data) > max(os.fstat(fd).st_size, wal.CAPACITY)
+                if tail.last != expected or (full and tail.seq > 1):
+                    if attempt:
+                        raise StorageError(f"the redo log of {self.path} cannot be started")
+                    self.checkpoint()
+                    continue
+                if os.pwrite(fd, data, tail.offset) != len(data):
+                    raise OSError(errno.ENOSPC, "the redo log's record was cut short")
+                self._tail = wal.Tail(
+                    header.generation, tail.offset + len(data), tail.seq + 1, new, tail.inode
+                )
+                return
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+
+    def checkpoint(self) -> None:
+        """Under the writer lock: make everything in the repository durable and start a new
+        generation of the redo log from the branch's head (creating the log if missing)."""
+        self.sync()
+        if not (_BATCHED and _wal_on()):
+            return
+        boot = wal.boot_id()
+        assert boot is not None  # _wal_on
+        head = self.ref(BRANCH)
+        old = wal.read_header(self._log)
+        header = wal.Header(1 if old is None else old.generation + 1, boot, head)
+        if old is None:
+            # Missing, torn or of another version: a new file, so no stale record of an
+            # earlier generation can ever be taken for one of this generation.
+            atomic_write(self._log, wal.new_log(header))
+        else:
+            fd = wal.open_log(self._log, write=True)
+            try:
+                wal.write_header(fd, header)
+            finally:
+                os.close(fd)
+        self._tail = None
+        self._written = {}
+
+    def _recover_if_rebooted(self) -> None:
+        """On first use: if the log was last started in another boot, power may have been
+        lost since; recover under the writer lock (a store that cannot be locked, being
+        read-only, is read as it is)."""
+        if not self._rebooted():
+            return
+        if getattr(self._local, "locked", False):
+            self.recover()
+            return
+        try:
+            with self.write_lock(_RECOVERY_LOCK_SECONDS):
+                pass  # write_lock recovers as it is taken
+        except (StorageError, LockTimeout):
+            return  # read what is there; the next writer recovers (or says why it cannot)
+
+    def recover(self) -> None:
+        """Under the writer lock: after a power loss, rebuild what the log holds; idempotent.
+
+        Removes loose objects whose content does not match their id (torn by the power loss;
+        only unacknowledged writes or the log can have written them), writes every object of
+        the valid records of the log's current generation that is missing, points the branch
+        at the last record's head unless it names a complete commit the log does not know (a
+        move by something else), and checkpoints. Nothing happens if the log was started in
+        this boot (another process recovered already).
+        """
+        if not self._rebooted():
+            return
+        header = wal.read_header(self._log)
+        objects = self.path / "objects"
+        with contextlib.suppress(FileNotFoundError):
+            for oid in _loose_objects(objects):
+                try:
+                    _read_loose(self._objects, oid, _ANY_KIND)
+                except IntegrityError:
+                    with contextlib.suppress(OSError):
+                        (objects / oid[:2] / oid[2:]).unlink()
+        heads: list[str | None] = [None]
+        if header is not None:
+            fd = wal.open_log(self._log, write=False)
+            try:
+                found, heads = wal.replay_plan(fd, header, BRANCH)
+            finally:
+                os.close(fd)
+            for record in found:
+                for oid, kind, payload in wal.record_objects(record):
+                    if not self.has(oid):
+                        self._git.odb.write(_TYPE_CODES[kind], payload)
+        last = heads[-1]
+        try:
+            current, readable = self.ref(BRANCH), True
+        except IntegrityError:  # the rename reached the disk, the lock's content did not
+            current, readable = None, False
+        if not readable or (
+            current != last and (current in heads or not self._complete(current, heads))
+        ):
+            self._force_ref(BRANCH, last)
+        self.checkpoint()
+
+    def _rebooted(self) -> bool:
+        """True when the log was last started in another boot (or its header is torn)."""
+        if not (_BATCHED and _wal_on()):
+            return False
+        header = wal.read_header(self._log)
+        if header is None:
+            # No log (an older store, or a clone): every write it holds was flushed.
+            return os.path.lexists(self._log)
+        return header.boot != wal.boot_id()
+
+    def _complete(self, oid: str | None, heads: list[str | None]) -> bool:
+        """True when every object ``oid`` reaches is present, down to the log's heads."""
+        if not oid:
+            return False
+        stop = {head for head in heads if head}
+        stack, seen = [oid], set()
+        while stack:
+            current = stack.pop()
+            if current in seen or current in stop:
+                continue
+            seen.add(current)
+            if not self.has(current):
+                return False
+            try:
+                kind, data = self._read_any(current, _ANY_KIND)
+            except IntegrityError:
+                return False
+            if kind == b"commit":
+                commit = parse_commit(data, current)
+                stack += [commit.tree, *commit.parents]
+            elif kind == b"tree":
+                stack += [e.oid for e in parse_tree(data, current) if e.mode != _GITLINK]
+            elif kind == b"tag":
+                stack.append(_tag_target(data, current))
+        return True
+
+    def _force_ref(self, name: str, oid: str | None) -> None:
+        """Point ``name`` at ``oid`` (remove it for None), unflushed: recovery's checkpoint
+        makes it durable."""
+        path = self.path / name
+        if oid is None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return
+        make_private_dirs(path.parent)
+        atomic_write(path, f"{oid}\n".encode(), durable=False)
 
     # -- locking --------------------------------------------------------------------------
 
@@ -524,11 +758,20 @@ class GitRepo:
                             f"another writer held the lock on {self.path} for over {timeout:g}s"
                         ) from None
                     time.sleep(_LOCK_POLL_SECONDS)
+            self._local.locked = True
             try:
                 self._clear_stale_ref_locks()
                 self._no_reflogs()
+                try:
+                    self.recover()
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot recover the store at {self.path} after a power loss: "
+                        f"{exc.strerror or exc}; nothing was written"
+                    ) from None
                 yield
             finally:
+                self._local.locked = False
                 try:
                     self._no_reflogs()
                 finally:
@@ -840,6 +1083,9 @@ class GitRepo:
         with contextlib.suppress(AttributeError):
             del self._local.repo  # reopened on next use, letting go of removed packs
         report.bytes_after = _tree_bytes(objects)
+        if _BATCHED and _wal_on():
+            # Loose objects the log would restore are gone; start the log from here.
+            self.checkpoint()
         return report
 
     def maintain(self) -> MaintenanceReport:
@@ -953,8 +1199,8 @@ class _GroupSync:
             self._issued += 1
             return self._issued
 
-    def sync(self, path: Path, ticket: int, *, share: bool = False) -> None:
-        """Return once a ``syncfs`` of ``path``'s file system has covered ``ticket``."""
+    def sync(self, flush: Callable[[], None], ticket: int, *, share: bool = False) -> None:
+        """Return once a ``flush()`` (of the group's file system or log) has covered ``ticket``."""
         deadline = time.monotonic() + _SHARE_SECONDS
         with self._cond:
             while self._done < ticket:
@@ -969,7 +1215,7 @@ class _GroupSync:
                 covers = self._issued
                 self._cond.release()
                 try:
-                    syncfs(path)
+                    flush()
                 finally:
                     self._cond.acquire()
                     self._running = False
@@ -980,23 +1226,34 @@ class _GroupSync:
 # How long a writer whose ref has moved waits for another writer's flush to cover it.
 _SHARE_SECONDS = 0.02
 
-_GROUPS: dict[int, _GroupSync] = {}
+_GROUPS: dict[str, _GroupSync] = {}
 _GROUPS_LOCK = threading.Lock()
 
 
-def _group_sync(path: Path) -> _GroupSync:
-    """The group of the file system holding ``path`` (one per device, per process)."""
-    device = os.stat(path).st_dev
+def _group_sync(key: str) -> _GroupSync:
+    """The group sharing the flushes of ``key``: ``dev:N`` (a file system's ``syncfs``) or
+    ``log:PATH`` (a redo log's ``fdatasync``); one per process."""
     with _GROUPS_LOCK:
-        group = _GROUPS.get(device)
+        group = _GROUPS.get(key)
         if group is None:
-            group = _GROUPS[device] = _GroupSync()
+            group = _GROUPS[key] = _GroupSync()
         return group
+
+
+def _wal_on() -> bool:
+    """Whether writes go through the redo log: Linux's ``syncfs`` and a boot id are needed."""
+    return _BATCHED and wal.boot_id() is not None
+
+
+# How long opening a store after a reboot waits for the writer lock to recover it.
+_RECOVERY_LOCK_SECONDS = 30.0
+_TYPE_CODES = {name: code for code, name in _TYPE_NAMES.items()}
+_GITLINK = 0o160000
 
 
 _HEAD_TEXT = b"ref: refs/heads/main\n"
 # Files libgit2 reads with a blocking open when it opens the repository or reads gitmem's refs.
-_CONTROL_FILES = ("config", "packed-refs", "commondir", "objects/info/alternates")
+_CONTROL_FILES = ("config", "packed-refs", "commondir", "objects/info/alternates", wal.LOG_NAME)
 _CONFIG_MAX = 1024 * 1024
 # A section header [include] or [includeIf "..."], in any case, with any spacing.
 _INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.IGNORECASE | re.MULTILINE)

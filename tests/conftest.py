@@ -68,18 +68,18 @@ def store(tool: gitmem.GitMemoryTool) -> gitmem.MemoryStore:
 
 @pytest.fixture
 def fast_git() -> Iterator[None]:
-    """No fsync in libgit2, the high-water mark or the SDK's reference backend.
+    """No fsync in libgit2, the redo log, the high-water mark or the SDK's reference backend.
 
     For tests about semantics rather than durability: with fsync each write costs several disk
     flushes and the long generated runs would not fit the default budget.
     """
-    real_fsync = os.fsync
-    os.fsync = lambda fd: None
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+    os.fsync = os.fdatasync = lambda fd: None
     pygit2.settings.enable_fsync_gitdir(False)
     try:
         yield
     finally:
-        os.fsync = real_fsync
+        os.fsync, os.fdatasync = real_fsync, real_fdatasync
         pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
 
 

@@ -8,6 +8,7 @@ counts).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,10 +34,12 @@ import pytest
 from anthropic.lib.tools import ToolError
 
 import gitmem
-from gitmem import MemoryStore
-from gitmem.errors import ConflictError, NoStore
+from gitmem import MemoryStore, gitrepo, wal
+from gitmem.crypto import KdfParams
+from gitmem.errors import ConflictError, IntegrityError, NoStore
 from gitmem.gitrepo import BRANCH, LOCK_FILE, META_REF, GitRepo
 from gitmem.highwater import HighWater
+from gitmem.paths import parse
 
 NO_SPACE = (
     "Error: gitmem's storage failed (No space left on device); the memory is unchanged "
@@ -514,3 +518,234 @@ def test_a_real_full_filesystem(tmp_path: Path) -> None:
         f"{sum('error' in o for o in sweep)} refused cleanly, "
         f"{sum('output' in o for o in sweep)} whole"
     )
+
+
+# -- power loss: the redo log rebuilds what the page cache lost (design.md, "The redo log") ----
+
+needs_log = pytest.mark.skipif(
+    not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id (Linux)"
+)
+
+
+def reboot(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the next process sees after a power loss: another boot id."""
+    source = tmp / f"boot-{uuid.uuid4().hex}"
+    source.write_text(f"{uuid.uuid4()}\n")
+    monkeypatch.setattr(wal, "BOOT_ID_PATH", str(source))
+
+
+def last_record(repo: Path) -> tuple[wal.Record, int, int]:
+    """The log's last valid record, with its start and end offsets."""
+    header = wal.read_header(repo / wal.LOG_NAME)
+    assert header is not None
+    fd = wal.open_log(repo / wal.LOG_NAME, write=False)
+    try:
+        start, found = wal.HEADER_SIZE, []
+        for record, end in wal.records(fd, header):
+            found.append((record, start, end))
+            start = end
+    finally:
+        os.close(fd)
+    return found[-1]
+
+
+def drop_loose(repo: Path, oids: list[str]) -> int:
+    """Remove the loose files of ``oids`` (what a power loss does to unflushed objects)."""
+    dropped = 0
+    for oid in oids:
+        with contextlib.suppress(FileNotFoundError):
+            (repo / "objects" / oid[:2] / oid[2:]).unlink()
+            dropped += 1
+    return dropped
+
+
+def two_writes(repo: Path, key: str, tmp: Path) -> MemoryStore:
+    store = MemoryStore.open(repo, key, create=True, state_dir=tmp / "state")
+    store.create(parse("/memories/a.md"), "first\n")
+    store.create(parse("/memories/b/c.md"), "second\n")
+    return store
+
+
+@needs_log
+def test_one_write_is_one_flush_of_the_log(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    flushes: list[str] = []
+    real_fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "fsync", lambda fd: flushes.append("fsync"))
+    monkeypatch.setattr(gitrepo, "syncfs", lambda path: flushes.append("syncfs"))
+
+    def fdatasync(fd: int) -> None:
+        flushes.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    for n in range(3):
+        store.create(parse(f"/memories/d{n}/e.md"), f"{n}\n")
+        assert flushes == [str(repo_path.resolve() / wal.LOG_NAME)]
+        flushes.clear()
+
+
+@needs_log
+def test_an_acknowledged_write_whose_objects_the_power_loss_took_is_rebuilt_from_the_log(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    record, _, _ = last_record(repo_path)
+    written = [oid for oid, _, _ in wal.record_objects(record)]
+    assert drop_loose(repo_path, written) == len(written)
+    # One more object survived torn: recovery removes it and writes it again.
+    torn = repo_path / "objects" / record.head(BRANCH)[:2] / record.head(BRANCH)[2:]  # type: ignore[index]
+    torn.parent.mkdir(exist_ok=True)
+    torn.write_bytes(b"\0" * 10)
+    reboot(tmp_path, monkeypatch)
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+    assert again.verify().ok
+
+
+@needs_log
+def test_a_ref_that_reached_the_disk_without_its_objects_is_moved_back(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    first_head = list(store.log())[1].commit
+    record, start, end = last_record(repo_path)
+    # The second write was never acknowledged: its record and its objects were lost, its
+    # ref rename was not.
+    with open(repo_path / wal.LOG_NAME, "r+b") as handle:
+        handle.seek(start)
+        handle.write(bytes(end - start))
+    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    reboot(tmp_path, monkeypatch)
+    assert GitRepo(repo_path).ref(BRANCH) == first_head
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "fresh-state")
+    assert again.files() == {"/memories/a.md": "first\n"}
+    assert again.verify().ok
+
+
+@needs_log
+def test_an_unreadable_ref_is_pointed_at_the_last_record(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    (repo_path / BRANCH).write_bytes(b"")  # the rename survived, the lock's content did not
+    reboot(tmp_path, monkeypatch)
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+
+
+@needs_log
+def test_recovering_twice_changes_nothing_more(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    record, _, _ = last_record(repo_path)
+    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    reboot(tmp_path, monkeypatch)
+    repo = GitRepo(repo_path)
+    with repo.write_lock(5.0):
+        pass
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.boot == wal.boot_id()
+    files = sorted(str(p.relative_to(repo_path)) for p in repo_path.rglob("*") if p.is_file())
+    log = (repo_path / wal.LOG_NAME).read_bytes()
+    with repo.write_lock(5.0):
+        repo.recover()  # same boot: nothing to do
+    assert (repo_path / wal.LOG_NAME).read_bytes() == log
+    # Interrupted before its checkpoint, then another power loss: it runs again, the same way.
+    reboot(tmp_path, monkeypatch)
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+    assert (
+        sorted(str(p.relative_to(repo_path)) for p in repo_path.rglob("*") if p.is_file()) == files
+    )
+    newer = wal.read_header(repo_path / wal.LOG_NAME)
+    assert newer is not None and newer.generation == header.generation + 1
+    assert newer.base == header.base
+
+
+@needs_log
+def test_a_complete_ref_move_the_log_does_not_know_is_kept(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    head = next(iter(store.log()))
+    git = pygit2.Repository(str(repo_path))
+    sig = pygit2.Signature("other", "other@invalid", 0, 0)
+    tree = git.TreeBuilder(head.tree)
+    tree.insert("extra", git.create_blob(b"made by another tool"), pygit2.enums.FileMode.BLOB)
+    foreign = str(
+        git.create_commit(None, sig, sig, "x", tree.write(), [pygit2.Oid(hex=head.commit)])
+    )
+    (repo_path / BRANCH).write_text(foreign + "\n")
+    reboot(tmp_path, monkeypatch)
+    assert GitRepo(repo_path).ref(BRANCH) == foreign
+    # The same move with an object missing is undone.
+    missing = str(git.create_commit(None, sig, sig, "y", tree.write(), [pygit2.Oid(hex=foreign)]))
+    blob = git.create_blob(b"lost in the power loss")
+    tree.insert("lost", blob, pygit2.enums.FileMode.BLOB)
+    incomplete = str(
+        git.create_commit(None, sig, sig, "z", tree.write(), [pygit2.Oid(hex=missing)])
+    )
+    drop_loose(repo_path, [str(blob)])
+    (repo_path / BRANCH).write_text(incomplete + "\n")
+    reboot(tmp_path, monkeypatch)
+    assert GitRepo(repo_path).ref(BRANCH) == foreign
+
+
+@needs_log
+def test_every_ref_move_outside_the_log_starts_a_new_generation(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+
+    def generation() -> tuple[int, str | None]:
+        header = wal.read_header(repo_path / wal.LOG_NAME)
+        assert header is not None
+        return header.generation, header.base
+
+    start, _ = generation()
+    store.gc(0.0)
+    assert generation() == (start + 1, GitRepo(repo_path).ref(BRANCH))
+    store.add_key(passphrase="a passphrase", kdf=KdfParams(64, 1, 1))  # moves refs/gitmem/meta
+    # The metadata moved outside the log; the commit recording it went through the log.
+    assert generation()[0] > start + 1
+    keys_commit, before = list(store.log())[:2]
+    assert generation()[1] == before.commit
+    assert last_record(repo_path)[0].head(BRANCH) == keys_commit.commit
+
+
+def test_without_syncfs_there_is_no_log(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gitrepo, "_BATCHED", False)
+    two_writes(repo_path, key, tmp_path)
+    assert not (repo_path / wal.LOG_NAME).exists()
+    assert MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files() == {
+        "/memories/a.md": "first\n",
+        "/memories/b/c.md": "second\n",
+    }
+
+
+@needs_log
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_log_that_is_not_a_file_is_refused_without_blocking(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    two_writes(repo_path, key, tmp_path)
+    log = repo_path / wal.LOG_NAME
+    log.unlink()
+    if kind == "fifo":
+        os.mkfifo(log)
+    else:
+        log.mkdir()
+    for rebooted in (False, True):
+        if rebooted:
+            reboot(tmp_path, monkeypatch)
+        with pytest.raises(IntegrityError, match=wal.LOG_NAME):
+            MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files()

@@ -19,7 +19,7 @@ DESIGN = PACKAGE.parent / "docs" / "design.md"
 LAYERS: list[set[str]] = [
     {"_version", "errors"},
     {"crypto"},  # below format: the format's key slots carry Argon2id parameters
-    {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking", "cache"},
+    {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking", "cache", "wal"},
     {"gitrepo", "keysource", "highwater"},
     {"tree", "replica", "keyslots"},
     {"render", "merge", "keymerge"},

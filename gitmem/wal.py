@@ -1,0 +1,279 @@
+"""The redo log, ``<repository>/gitmem.wal``: one flush per write, rebuilt after a power loss.
+
+Every write appends one record holding every object it wrote and the ref it moves; the
+record's ``fdatasync`` is the write's only flush. Loose objects and refs are written as before
+but never flushed: after a reboot (a different boot id) :mod:`gitmem.gitrepo` replays the valid
+records of the log's current generation. design.md ("Writing", step 7, and "The redo log")
+gives the format; this module is its only reader and writer. It knows nothing of libgit2:
+object ids are computed here with hashlib, from the type and payload each record holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import struct
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_NAME = "gitmem.wal"
+"""The log's file name in the repository."""
+VERSION = 1
+"""The log format version (design.md, "The redo log")."""
+MAGIC = b"gitmemWL"
+RECORD_MAGIC = b"GMWR"
+HEADER_SIZE = 4096
+"""Records start here: the header has its own block, so rewriting it never tears a record."""
+CAPACITY = 1 << 20
+"""The log's preallocated size; a generation whose next record does not fit is checkpointed."""
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+"""Where the kernel names the current boot; the crash-state checker points it elsewhere."""
+
+# magic, version, generation, boot id, has-base flag, base id; then a CRC-32 of all that.
+_HEADER = struct.Struct(">8sIQ16sB20s")
+# magic, generation, sequence number, body length; then a CRC-32 of these and the body.
+_RECORD = struct.Struct(">4sQQI")
+_CRC = struct.Struct(">I")
+_OBJECT = struct.Struct(">BI")
+_TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+_TYPE_CODES = {name: code for code, name in _TYPES.items()}
+# Nothing gitmem writes in one record comes near this; a length beyond it is damage.
+_MAX_BODY = 1 << 31
+_boot_ids: dict[str, bytes | None] = {}
+
+
+def boot_id() -> bytes | None:
+    """The 16 bytes naming the running kernel's boot (read once per process), or None."""
+    path = BOOT_ID_PATH
+    if path not in _boot_ids:
+        try:
+            with open(path, "rb") as handle:
+                _boot_ids[path] = uuid.UUID(handle.read(64).decode("ascii").strip()).bytes
+        except (OSError, ValueError, UnicodeDecodeError):
+            _boot_ids[path] = None
+    return _boot_ids[path]
+
+
+def object_id(kind: bytes, payload: bytes) -> str:
+    """The git (SHA-1) id of an object of ``kind`` holding ``payload``."""
+    digest = hashlib.sha1(b"%s %d\0" % (kind, len(payload)))
+    digest.update(payload)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Header:
+    """A generation's start: its number, the boot it began in, and the branch head then."""
+
+    generation: int
+    boot: bytes
+    base: str | None
+
+    def to_bytes(self) -> bytes:
+        raw = bytes.fromhex(self.base) if self.base else bytes(20)
+        fixed = _HEADER.pack(MAGIC, VERSION, self.generation, self.boot, bool(self.base), raw)
+        return fixed + _CRC.pack(zlib.crc32(fixed))
+
+    @classmethod
+    def parse(cls, data: bytes) -> Header | None:
+        """The header at the start of ``data``; None when it is absent, torn or unknown."""
+        end = _HEADER.size
+        if len(data) < end + _CRC.size or data[:8] != MAGIC:
+            return None
+        if _CRC.unpack_from(data, end)[0] != zlib.crc32(data[:end]):
+            return None
+        _, version, generation, boot, has_base, raw = _HEADER.unpack_from(data)
+        if version != VERSION:
+            return None
+        return cls(generation, boot, raw.hex() if has_base else None)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One write: the refs it moved (``(name, new id)``) and every object it wrote."""
+
+    generation: int
+    seq: int
+    refs: tuple[tuple[str, str], ...]
+    objects: tuple[tuple[bytes, bytes], ...]
+
+    def head(self, ref: str) -> str | None:
+        """Where this record moved ``ref``, or None if it did not move it."""
+        return next((new for name, new in self.refs if name == ref), None)
+
+    def to_bytes(self) -> bytes:
+        parts = [bytes([len(self.refs)])]
+        for name, new in self.refs:
+            encoded = name.encode("utf-8")
+            parts += [struct.pack(">H", len(encoded)), encoded, bytes.fromhex(new)]
+        parts.append(struct.pack(">I", len(self.objects)))
+        for kind, payload in self.objects:
+            parts += [_OBJECT.pack(_TYPE_CODES[kind], len(payload)), payload]
+        body = b"".join(parts)
+        fixed = _RECORD.pack(RECORD_MAGIC, self.generation, self.seq, len(body))
+        return fixed + _CRC.pack(zlib.crc32(body, zlib.crc32(fixed))) + body
+
+
+def _parse_body(generation: int, seq: int, body: bytes) -> Record | None:
+    try:
+        pos, refs = 1, []
+        for _ in range(body[0]):
+            (length,) = struct.unpack_from(">H", body, pos)
+            name = body[pos + 2 : pos + 2 + length].decode("utf-8")
+            pos += 2 + length
+            if pos + 20 > len(body):
+                return None
+            refs.append((name, body[pos : pos + 20].hex()))
+            pos += 20
+        (count,) = struct.unpack_from(">I", body, pos)
+        pos += 4
+        objects = []
+        for _ in range(count):
+            code, size = _OBJECT.unpack_from(body, pos)
+            pos += _OBJECT.size
+            if code not in _TYPES or pos + size > len(body):
+                return None
+            objects.append((_TYPES[code], body[pos : pos + size]))
+            pos += size
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    if pos != len(body):
+        return None
+    return Record(generation, seq, tuple(refs), tuple(objects))
+
+
+def _read_record(fd: int, offset: int, generation: int, seq: int) -> tuple[Record, int] | None:
+    """The record ``seq`` of ``generation`` at ``offset`` and the offset after it, or None."""
+    fixed_size = _RECORD.size + _CRC.size
+    fixed = os.pread(fd, fixed_size, offset)
+    if len(fixed) < fixed_size:
+        return None
+    magic, found_generation, found_seq, length = _RECORD.unpack_from(fixed)
+    if (magic, found_generation, found_seq) != (RECORD_MAGIC, generation, seq):
+        return None
+    if length > _MAX_BODY:
+        return None
+    body = os.pread(fd, length, offset + fixed_size)
+    (crc,) = _CRC.unpack_from(fixed, _RECORD.size)
+    if len(body) < length or crc != zlib.crc32(body, zlib.crc32(fixed[: _RECORD.size])):
+        return None
+    parsed = _parse_body(generation, seq, body)
+    return None if parsed is None else (parsed, offset + fixed_size + length)
+
+
+def open_log(path: Path, *, write: bool) -> int:
+    """Open the log, never through a link and never blocking; OSError if it is not a file."""
+    flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(22, "the redo log is not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_header(path: Path) -> Header | None:
+    """The log's header; None when the log is missing, not a file, torn or of another version."""
+    try:
+        fd = open_log(path, write=False)
+    except OSError:
+        return None
+    try:
+        return read_header_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def read_header_fd(fd: int) -> Header | None:
+    """The header of the log open at ``fd``, as :func:`read_header`."""
+    return Header.parse(os.pread(fd, _HEADER.size + _CRC.size, 0))
+
+
+def records(
+    fd: int, header: Header, offset: int = HEADER_SIZE, seq: int = 1
+) -> Iterator[tuple[Record, int]]:
+    """The valid records of ``header``'s generation from ``offset`` (record ``seq`` there), each
+    with the offset after it; the first record that is torn, stale or out of order ends them."""
+    while True:
+        found = _read_record(fd, offset, header.generation, seq)
+        if found is None:
+            return
+        yield found
+        offset, seq = found[1], seq + 1
+
+
+def new_log(header: Header, size: int = CAPACITY) -> bytes:
+    """The bytes of a new log: ``header``, then zeros up to ``size`` bytes.
+
+    The zeros are really written (not ``fallocate``'s unwritten extents): overwriting written
+    blocks inside the file's size changes no metadata, so a record's ``fdatasync`` flushes
+    data alone, without a journal commit.
+    """
+    first = header.to_bytes()
+    return first + bytes(max(size, HEADER_SIZE) - len(first))
+
+
+def write_header(fd: int, header: Header) -> None:
+    """Start ``header``'s generation in an open log, durably (records after it are stale)."""
+    os.pwrite(fd, header.to_bytes(), 0)
+    os.fdatasync(fd)
+
+
+def datasync(path: Path) -> None:
+    """Flush the log's data (``fdatasync``): every record appended before the call is durable."""
+    fd = open_log(path, write=True)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Tail:
+    """Where the next record of a generation goes: what one process knows of the log's end."""
+
+    generation: int
+    offset: int = HEADER_SIZE
+    seq: int = 1
+    last: str | None = None
+    inode: int = 0
+
+
+def follow(fd: int, header: Header, tail: Tail | None, ref: str) -> Tail:
+    """The end of ``header``'s generation, scanning forward from ``tail`` if it is of the same
+    generation (records other processes appended since), else from the first record.
+
+    ``Tail.last`` is where the generation's last record moved ``ref`` (the base if none did).
+    """
+    inode = os.fstat(fd).st_ino
+    # A log replaced by a new file (its header was torn) restarts at generation 1.
+    if tail is None or (tail.generation, tail.inode) != (header.generation, inode):
+        tail = Tail(header.generation, last=header.base, inode=inode)
+    for record, end in records(fd, header, tail.offset, tail.seq):
+        tail.offset, tail.seq = end, record.seq + 1
+        tail.last = record.head(ref) or tail.last
+    return tail
+
+
+def replay_plan(fd: int, header: Header, ref: str) -> tuple[list[Record], list[str | None]]:
+    """The generation's valid records and the successive heads of ``ref``: the base first,
+    then each record's."""
+    found = [record for record, _ in records(fd, header)]
+    heads: list[str | None] = [header.base]
+    for record in found:
+        moved = record.head(ref)
+        if moved is not None:
+            heads.append(moved)
+    return found, heads
+
+
+def record_objects(record: Record) -> Sequence[tuple[str, bytes, bytes]]:
+    """``(id, type, payload)`` of each object in ``record``, the ids recomputed."""
+    return [(object_id(kind, payload), kind, payload) for kind, payload in record.objects]
