@@ -177,6 +177,9 @@ class PackingRepo(GitRepo):
     def write_tree(self, entries: list[TreeEntry]) -> str:
         return self._put("tree", _tree_bytes(entries))
 
+    def write_raw_tree(self, data: bytes) -> str:
+        return self._put("tree", data)
+
     def read_tree(self, oid: str) -> list[TreeEntry]:
         data = self._get(oid, "tree")
         return super().read_tree(oid) if data is None else parse_tree(data, oid)

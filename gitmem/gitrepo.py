@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -294,7 +294,11 @@ class GitRepo:
         the slowest part of a write; every entry here names an object this writer has just
         written or read from an authenticated tree.
         """
-        data = tree_bytes(entries)
+        return self.write_raw_tree(tree_bytes(entries))
+
+    def write_raw_tree(self, data: bytes) -> str:
+        """Store the already serialized tree ``data`` (git's canonical form, as
+        :func:`tree_bytes` makes it) and return its id."""
         _check_size("tree (a directory with this many entries)", len(data), MAX_TREE_BYTES)
         oid = str(self._git.odb.write(int(ObjectType.TREE), data))
         self._wrote(oid, b"tree", data)
@@ -312,21 +316,13 @@ class GitRepo:
         """Store a commit with the neutral identity and time, moving no ref."""
         # tree, parent, author and committer lines take 48 + 48 per parent + 2 * 40 bytes.
         _check_size("commit", len(message) + 128 + 48 * len(parents), MAX_COMMIT_BYTES)
-        oid = self._git.create_commit(
-            None,
-            _SIGNATURE,
-            _SIGNATURE,
-            message,
-            pygit2.Oid(hex=tree),
-            [pygit2.Oid(hex=p) for p in parents],
-        )
-        # On a full disk, pygit2 1.21's create_commit returns the id of a commit it did not
-        # write (blobs and trees raise); say so rather than let the ref update fail obscurely.
-        if oid not in self._git.odb:
-            raise OSError(errno.ENOSPC, "the commit object was not written; is the disk full?")
-        if _wal_on():
-            self._wrote(str(oid), b"commit", self._git.odb.read(oid)[1])
-        return str(oid)
+        # Serialized here, as libgit2's create_commit would (the same bytes, so the same id):
+        # create_commit first looks the tree up, parsing every entry of the root directory,
+        # which made a commit cost in proportion to the size of /memories.
+        data = commit_bytes(tree, parents, message)
+        oid = str(self._git.odb.write(int(ObjectType.COMMIT), data))
+        self._wrote(oid, b"commit", data)
+        return oid
 
     def _wrote(self, oid: str, kind: bytes, payload: bytes) -> None:
         # Every object written, even one that was there already: it may be the unflushed loose
@@ -1413,6 +1409,17 @@ def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> Non
         raise IntegrityError(f"object {oid} is missing or unreadable; nothing was pruned")
 
 
+def commit_bytes(tree: str, parents: Sequence[str], message: bytes) -> bytes:
+    """The raw git commit of ``tree`` with ``parents`` and ``message``, by gitmem's neutral
+    identity at time 0 (author and committer), as :func:`parse_commit` reads it."""
+    if b"\0" in message:
+        raise ValueError("a commit message cannot hold a NUL byte")
+    signature = b"%s <%s> 0 +0000" % (_SIGNATURE.name.encode(), _SIGNATURE.email.encode())
+    lines = [b"tree " + _id_bytes(tree)] + [b"parent " + _id_bytes(p) for p in parents]
+    lines += [b"author " + signature, b"committer " + signature]
+    return b"\n".join(lines) + b"\n\n" + message
+
+
 def tree_bytes(entries: list[TreeEntry]) -> bytes:
     """The raw git tree of ``entries``: sorted as git sorts (a tree's name as if it ended in
     ``/``), each entry ``MODE SP NAME NUL ID`` with the mode in octal without leading zeros. A
@@ -1548,6 +1555,14 @@ def _tag_target(data: bytes, oid: str) -> str:
     if not first.startswith(b"object "):
         raise IntegrityError(f"tag {oid} is malformed")
     return _hex_id(first[7:], oid)
+
+
+def _id_bytes(oid: str) -> bytes:
+    """A full object id as written in a commit; ValueError for anything else."""
+    value = oid.encode()
+    if len(value) != 40 or not set(value) <= _HEX:
+        raise ValueError(f"{oid!r} is not a full object id")
+    return value
 
 
 def _hex_id(value: bytes, oid: str) -> str:

@@ -9,6 +9,7 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -68,10 +69,27 @@ class _FoldIndex:
 
 
 @dataclass
+class _Serial:
+    """A directory tree's entries as git stores them, in git's order: each entry's sort key
+    (its name and ``/``: every memory entry is a tree) and its bytes."""
+
+    keys: list[bytes]
+    entries: list[bytes]
+
+
+def _serialized(raw: str, oid: str) -> tuple[bytes, bytes]:
+    name = raw.encode("utf-8")
+    return name + b"/", b"%o %s\0%s" % (TREE_MODE, name, bytes.fromhex(oid))
+
+
+@dataclass
 class _Loaded:
     nodes: dict[str, Node]
-    sealed: dict[str, str]
+    sealed: Mapping[str, str]
     fold_index: _FoldIndex | None = None
+    # The serialized entries, kept on the newest version written of a directory only: the
+    # next version is spliced from them (one write of a big directory costs its changes).
+    serial: _Serial | None = None
 
     def folded(self) -> _FoldIndex:
         """The names by fold key, built on first use (one fold per name, once per tree)."""
@@ -112,7 +130,8 @@ class TreeCodec:
         if cached is not None:
             return cached
         parent = str(path)
-        loaded = _Loaded({}, {})
+        nodes: dict[str, Node] = {}
+        sealed: dict[str, str] = {}
         for entry in self.repo.read_tree(oid):
             if path.is_root and entry.name == META_ENTRY:
                 # The store's metadata, not a memory entry (format 2).
@@ -129,11 +148,12 @@ class TreeCodec:
                 raise IntegrityError(
                     f"an entry name in directory {parent} failed authentication (tree {oid})"
                 ) from None
-            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in loaded.nodes:
+            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in nodes:
                 raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-            loaded.nodes[name] = Node(kind, entry.oid)
-            loaded.sealed[name] = entry.name
-        self._dirs.put(key, loaded, len(loaded.nodes) + 1)
+            nodes[name] = Node(kind, entry.oid)
+            sealed[name] = entry.name
+        loaded = _Loaded(nodes, sealed)
+        self._dirs.put(key, loaded, len(nodes) + 1)
         return loaded
 
     def write_dir(
@@ -142,28 +162,57 @@ class TreeCodec:
         nodes: dict[str, Node],
         sealed: Mapping[str, str],
         fold_index: _FoldIndex | None = None,
+        base: tuple[_Loaded, set[str]] | None = None,
     ) -> str:
         """Write a directory tree; ``sealed`` holds known entry names to reuse, ``fold_index``
-        (when known) the names of ``nodes`` by fold key."""
+        (when known) the names of ``nodes`` by fold key, and ``base`` the directory it was
+        edited from with the names whose entries may differ from it (``nodes`` equals the
+        base's entries elsewhere)."""
         parent = str(path)
-        entries = []
-        names = {}
-        for name, node in nodes.items():
+
+        def seal(name: str, node: Node) -> str:
             raw = sealed.get(name)
             if raw is None or raw[:1] != node.kind:
                 raw = self.keys.seal_name(name, parent, node.kind)
-            entries.append(TreeEntry(raw, node.oid, TREE_MODE))
-            names[name] = raw
+            return raw
+
+        serial = None if base is None else base[0].serial
+        if base is None or serial is None:
+            names = {name: seal(name, node) for name, node in nodes.items()}
+            pairs = sorted(_serialized(raw, nodes[name].oid) for name, raw in names.items())
+            serial = _Serial([key for key, _ in pairs], [entry for _, entry in pairs])
+        else:
+            # Splice the base's serialization: git's order is the order of the keys.
+            loaded, touched = base
+            loaded.serial = None  # handed on to the new version (one copy per directory)
+            names = dict(loaded.sealed)
+            serial = _Serial(list(serial.keys), list(serial.entries))
+            for name in touched:
+                old = names.pop(name, None)
+                if old is not None:
+                    at = bisect_left(serial.keys, old.encode("utf-8") + b"/")
+                    del serial.keys[at], serial.entries[at]
+                node = nodes.get(name)
+                if node is not None:
+                    names[name] = raw = seal(name, node)
+                    key, entry = _serialized(raw, node.oid)
+                    at = bisect_left(serial.keys, key)
+                    serial.keys.insert(at, key)
+                    serial.entries.insert(at, entry)
+        parts = serial.entries
         meta = self.meta_blob if path.is_root else None
         if meta is not None:
-            entries.append(TreeEntry(META_ENTRY, meta, BLOB_MODE))
-        oid = self.repo.write_tree(entries)
+            at = bisect_left(serial.keys, META_ENTRY.encode())
+            stamp = b"%o %s\0%s" % (BLOB_MODE, META_ENTRY.encode(), bytes.fromhex(meta))
+            parts = [*parts[:at], stamp, *parts[at:]]
+        oid = self.repo.write_raw_tree(b"".join(parts))
         if meta is not None:
             self._stamped = (oid, meta)
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        self._dirs.put((oid, path), _Loaded(dict(nodes), names, fold_index), len(nodes) + 1)
+        loaded = _Loaded(nodes, names, fold_index, serial)
+        self._dirs.put((oid, path), loaded, len(nodes) + 1)
         return oid
 
     def stamp_root(self, oid: str) -> str:
@@ -456,14 +505,17 @@ class _Entries(dict[str, "Node | _MutDir"]):
     """The entries of a directory being edited, with the names added and removed since it was
     opened (so that the fold index of the tree it was opened from stays usable)."""
 
-    __slots__ = ("added", "removed")
+    __slots__ = ("added", "removed", "touched")
 
     def __init__(self, base: Mapping[str, Node | _MutDir] | None = None) -> None:
         super().__init__(base or {})
         self.added: set[str] = set()
         self.removed: set[str] = set()
+        # Every name set or deleted: where the entries may differ from the base's.
+        self.touched: set[str] = set()
 
     def __setitem__(self, name: str, child: Node | _MutDir) -> None:
+        self.touched.add(name)
         if name not in self:
             if name in self.removed:
                 self.removed.discard(name)
@@ -473,6 +525,7 @@ class _Entries(dict[str, "Node | _MutDir"]):
 
     def __delitem__(self, name: str) -> None:
         super().__delitem__(name)
+        self.touched.add(name)
         if name in self.added:
             self.added.discard(name)
         else:
@@ -483,7 +536,7 @@ class _Entries(dict[str, "Node | _MutDir"]):
 class _MutDir:
     path: MemoryPath
     nodes: _Entries = field(default_factory=_Entries)
-    sealed: dict[str, str] = field(default_factory=dict)
+    sealed: Mapping[str, str] = field(default_factory=dict)
     # The committed directory this one was opened from (None: a new directory).
     base: _Loaded | None = None
 
@@ -528,7 +581,7 @@ class TreeEditor:
         if not oid:
             return _MutDir(path)
         loaded = self.codec.load_dir(oid, path)
-        return _MutDir(path, _Entries(loaded.nodes), dict(loaded.sealed), loaded)
+        return _MutDir(path, _Entries(loaded.nodes), loaded.sealed, loaded)
 
     def _descend(self, path: MemoryPath, *, create: bool) -> _MutDir | None:
         """The mutable directory at ``path``; missing ones are made when ``create``."""
@@ -712,21 +765,38 @@ class TreeEditor:
 
     def _write(self, top: _MutDir) -> str:
         # Children before parents, without recursion: a tree may be deeper than Python's stack.
+        # Only the names an edit touched can differ from the directory it was opened from (a
+        # new directory's names are all touched): the work is the edit's, not the directory's.
         written: dict[int, str] = {}
         stack: list[tuple[_MutDir, bool]] = [(top, False)]
         while stack:
             directory, below_done = stack.pop()
+            entries = directory.nodes
             if not below_done:
                 stack.append((directory, True))
-                stack.extend((c, False) for c in directory.nodes.values() if isinstance(c, _MutDir))
+                stack.extend(
+                    (child, False)
+                    for child in map(entries.get, entries.touched)
+                    if isinstance(child, _MutDir)
+                )
                 continue
-            nodes = {
-                name: Node(KIND_DIR, written.pop(id(child)))
-                if isinstance(child, _MutDir)
-                else child
-                for name, child in directory.nodes.items()
-            }
+            base = directory.base
+            nodes = {} if base is None else dict(base.nodes)
+            for name in entries.touched:
+                child = entries.get(name)
+                if child is None:
+                    nodes.pop(name, None)
+                else:
+                    nodes[name] = (
+                        Node(KIND_DIR, written.pop(id(child)))
+                        if isinstance(child, _MutDir)
+                        else child
+                    )
             written[id(directory)] = self.codec.write_dir(
-                directory.path, nodes, directory.sealed, directory.fold_index()
+                directory.path,
+                nodes,
+                directory.sealed,
+                directory.fold_index(),
+                None if base is None else (base, entries.touched),
             )
         return written[id(top)]

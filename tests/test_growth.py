@@ -3,19 +3,22 @@ cost per change rather than per entry, and sizes are carried from write to write
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
 
 import gitmem
 import gitmem.paths
+import gitmem.tree
 from gitmem import GitMemoryTool, Limits, MemoryStore, history
 from gitmem.cache import BoundedCache
-from gitmem.gitrepo import GitRepo, TreeEntry
+from gitmem.gitrepo import TREE_MODE, GitRepo, TreeEntry, parse_tree, tree_bytes
 from gitmem.limits import StoreSizer
 from gitmem.store import Change
 from gitmem.tree import TreeCodec, TreeEditor
@@ -275,3 +278,103 @@ def test_a_restored_root_without_the_metadata_gets_it(tool: GitMemoryTool) -> No
     stamped = store.codec.stamp_root(old_root)
     assert stamped != old_root
     assert gitmem.format.META_ENTRY in [e.name for e in repo.read_tree(stamped)]
+
+
+# -- directory trees ----------------------------------------------------------------------------
+
+
+def check_canonical_trees(store: MemoryStore) -> None:
+    """Every directory tree at the head is in git's canonical form (what a full serialization
+    of its entries gives) and holds what the snapshot lists."""
+    head = store.head_operation()
+    assert head is not None
+    repo = store.repo
+    stack = [head.tree]
+    while stack:
+        oid = stack.pop()
+        data = repo._read(oid, b"tree", 1 << 30)
+        entries = parse_tree(data, oid)  # strict: order, duplicates, modes
+        assert tree_bytes(entries) == data
+        stack.extend(e.oid for e in entries if e.mode == TREE_MODE and e.name[:1] == "d")
+
+
+def test_spliced_directory_trees_equal_full_serializations(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    one = GitMemoryTool(tmp_path / "s.git", key=key, session="one")
+    other = GitMemoryTool(tmp_path / "s.git", key=key, session="other")
+    model: dict[str, str] = {}
+    dirs = ["/memories", "/memories/a", "/memories/a/b", "/memories/c"]
+    for step in range(160):
+        tool = other if step % 23 == 0 else one  # now and then another instance writes
+        path = f"{rng.choice(dirs)}/n{rng.randrange(30)}.md"
+        if path in model and rng.random() < 0.3:
+            tool.call({"command": "delete", "path": path})
+            del model[path]
+        elif path in model and rng.random() < 0.3:
+            target = f"{rng.choice(dirs)}/m{step}.md"
+            tool.call({"command": "rename", "old_path": path, "new_path": target})
+            model[target] = model.pop(path)
+        elif path in model:
+            tool.call({"command": "insert", "path": path, "insert_line": 0, "insert_text": "i"})
+            model[path] = "i\n" + model[path]
+        else:
+            create(tool, path, f"{step}\n")
+            model[path] = f"{step}\n"
+        if step % 10 == 0:
+            check_canonical_trees(one.store)
+    check_canonical_trees(one.store)
+    assert one.store.files() == model
+    assert sorted(gitmem.MemoryStore.open(tmp_path / "s.git", key=key).files()) == sorted(model)
+
+
+def test_a_write_to_a_big_directory_serializes_only_its_changes(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = GitMemoryTool(repo_path, key=key)
+    op, _ = tool.store.write("seed", lambda head, tree: seed_files(tree, 300))
+    assert op is not None
+    create(tool, "/memories/big/first.md")  # the directory was read: serialized in full once
+    serialized = count_calls(monkeypatch, gitmem.tree, "_serialized")
+    create(tool, "/memories/big/second.md")
+    tool.call(
+        {
+            "command": "insert",
+            "path": "/memories/big/Note5.md",
+            "insert_line": 0,
+            "insert_text": "x",
+        }
+    )
+    tool.call({"command": "delete", "path": "/memories/big/Note6.md"})
+    # Each write serializes the entry it changed and its parent directory's entry.
+    assert 3 <= len(serialized) <= 3 * 2, serialized
+    check_canonical_trees(tool.store)
+
+
+def test_commits_are_the_bytes_libgit2_writes(tmp_path: Path) -> None:
+    # write_commit serializes commits itself (libgit2 parses the whole root tree first): the
+    # ids must be those libgit2's create_commit gives.
+    repo = GitRepo.init(tmp_path / "r.git")
+    git = pygit2.Repository(str(repo.path))
+    signature = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
+    tree = repo.write_tree([TreeEntry("f", repo.write_blob(b"x"), 0o100644)])
+    parents: list[str] = []
+    for message in (b"first\n\nbody\n\n", b"second", "gitmem 1 \u00e9\n".encode()):
+        ours = repo.write_commit(tree, parents, message)
+        theirs = git.create_commit(
+            None,
+            signature,
+            signature,
+            message,
+            pygit2.Oid(hex=tree),
+            [pygit2.Oid(hex=p) for p in parents],
+        )
+        assert ours == str(theirs)
+        parents = [ours] if len(parents) != 1 else [parents[0], ours]
+    with pytest.raises(ValueError, match="NUL"):  # libgit2 would cut the message there
+        repo.write_commit(tree, [], b"a\0b")
+    with pytest.raises(ValueError, match="is not a full object id"):
+        repo.write_commit(tree[:39], [], b"m")
+    with pytest.raises(ValueError, match="is not a full object id"):
+        repo.write_commit(tree, [tree.upper()], b"m")
