@@ -6,7 +6,7 @@
     python benchmarks/bench_commands.py --dir /dev/shm    # tmpfs: the CPU path alone
     python benchmarks/bench_commands.py --grown 10000     # also on a store of 10,000 files
                                                           # and 10,000 more commits
-    python benchmarks/bench_commands.py --grown-flat 10000   # the same, all in /memories
+    python benchmarks/bench_commands.py --grown-flat 10000   # 10,000 files in /memories itself
 
 Both tools run in this process, through ``tool.call`` (input validation included), on the same
 small memory: a dozen notes of about 1 KiB in a few directories. Each command is timed on its
@@ -162,13 +162,15 @@ def measure(
 
 
 def grow(path: Path, key: str, files: int, edits: int, *, flat: bool = False) -> None:
-    """Make a store at ``path`` of ``files`` notes, then ``edits`` commits that each edit one.
+    """Make a store at ``path`` of ``files`` notes, then ``edits`` edits of one note each.
 
-    The notes sit in 100 directories, or with ``flat`` all in ``/memories`` itself (as the
-    model often keeps them), where they are created a hundred per commit: one per commit would
-    rewrite the whole directory ``files`` times. Built with the history benchmark's packing
-    builder (real, authenticated commits, written to packs in bulk rather than one durable
-    write at a time), then opened like any store.
+    The notes sit in 100 directories, one commit per create and per edit. With ``flat`` they
+    all sit in ``/memories`` itself (as the model often keeps them), and the creates and edits
+    are committed a hundred at a time: every commit there stores a new tree of the whole
+    directory (about 110 bytes per entry), so 10,000 commits would write 11 GB of trees before
+    any packing. Built with the history benchmark's packing builder (real, authenticated
+    commits, written to packs in bulk rather than one durable write at a time), then opened
+    like any store.
     """
     spec = importlib.util.spec_from_file_location(
         "bench_log", Path(__file__).with_name("bench_log.py")
@@ -181,21 +183,29 @@ def grow(path: Path, key: str, files: int, edits: int, *, flat: bool = False) ->
     repo = bench_log.PackingRepo(path)
     store = gitmem.MemoryStore(repo, base.keys, session="grow", check_rollback=False)
     names = [grown_path(i, flat) for i in range(files)]
-    if flat:
-        for start in range(0, files, 100):
-            batch = range(start, min(start + 100, files))
-
-            def edit(_: object, tree: TreeEditor, batch: range = batch) -> Change[None]:
-                for i in batch:
-                    tree.put_file(gitmem.parse_path(names[i]), note(i).encode())
-                return Change(tuple(names[i] for i in batch), None)
-
-            store.write("create", edit)
-    else:
+    if not flat:
         for i, name in enumerate(names):
             store.create(name, note(i))
-    for i in range(edits):
-        store.insert(names[i % files], 0, f"edit {i}")
+        for i in range(edits):
+            store.insert(names[i % files], 0, f"edit {i}")
+        repo.finish()
+        return
+
+    def batch(command: str, steps: range) -> None:
+        def edit(_: object, tree: TreeEditor) -> Change[None]:
+            for i in steps:
+                path = gitmem.parse_path(names[i % files])
+                old = tree.read_bytes(path) if command == "insert" else b""
+                data = f"edit {i}\n".encode() + old if old else note(i).encode()
+                tree.put_file(path, data)
+            return Change(tuple(names[i % files] for i in steps), None)
+
+        store.write(command, edit)
+
+    for start in range(0, files, 100):
+        batch("create", range(start, min(start + 100, files)))
+    for start in range(0, edits, 100):
+        batch("insert", range(start, min(start + 100, edits)))
     repo.finish()
 
 
@@ -251,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="also a store of N files in /memories itself + N commits",
+        help="also a store of N files in /memories itself + N edits (100 per commit)",
     )
     args = parser.parse_args(argv)
     if args.ops < 2:
@@ -329,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
     for variant, ratios in grown.items():
         count = variants[variant][0]
-        where = "in /memories itself" if variants[variant][1] else "in 100 directories"
-        print(f"gitmem on {count:,} files {where} + {count:,} commits / on the small store:")
+        shape = (
+            "in /memories itself + as many edits, 100 per commit"
+            if variants[variant][1]
+            else f"in 100 directories + {count:,} commits"
+        )
+        print(f"gitmem on {count:,} files {shape} / on the small store:")
         print("  " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return 0
 
