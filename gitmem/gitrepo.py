@@ -137,6 +137,9 @@ class GitRepo:
         self._tail: wal.Tail | None = None
         self._written: dict[str, tuple[bytes, bytes]] = {}
         self._boot_checked = False
+        # Once the log is seen started in this boot it stays so (only a reboot changes the
+        # boot id), so a writer stops reading its header at every lock.
+        self._this_boot = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -676,13 +679,14 @@ class GitRepo:
 
     def _rebooted(self) -> bool:
         """True when the log was last started in another boot (or its header is torn)."""
-        if not (_BATCHED and _wal_on()):
+        if self._this_boot or not (_BATCHED and _wal_on()):
             return False
         header = wal.read_header(self._log)
         if header is None:
             # No log (an older store, or a clone): every write it holds was flushed.
             return os.path.lexists(self._log)
-        return header.boot != wal.boot_id()
+        self._this_boot = header.boot == wal.boot_id()
+        return not self._this_boot
 
     def _complete(self, oid: str | None, heads: list[str | None]) -> bool:
         """True when every object ``oid`` reaches is present, down to the log's heads."""

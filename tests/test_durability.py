@@ -725,3 +725,32 @@ def test_a_log_that_is_not_a_file_is_refused_without_blocking(
             reboot(tmp_path, monkeypatch)
         with pytest.raises(IntegrityError, match=wal.LOG_NAME):
             MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files()
+
+
+@needs_log
+def test_records_of_two_processes_interleave_and_all_are_replayed(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two store instances keep separate views of the log's end, as two processes do.
+    first = two_writes(repo_path, key, tmp_path)
+    second = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    for n in range(3):
+        first.create(parse(f"/memories/first{n}.md"), f"{n}\n")
+        second.create(parse(f"/memories/second{n}.md"), f"{n}\n")
+    expected = second.files()
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None
+    fd = wal.open_log(repo_path / wal.LOG_NAME, write=False)
+    try:
+        records, heads = wal.replay_plan(fd, header, BRANCH)
+    finally:
+        os.close(fd)
+    assert heads[-1] == GitRepo(repo_path).ref(BRANCH)
+    assert len(records) >= 6
+    # The power loss took every object written since the generation started.
+    for record in records:
+        drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    reboot(tmp_path, monkeypatch)
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+    assert again.verify().ok
