@@ -8,6 +8,7 @@ counts).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import itertools
@@ -36,9 +37,10 @@ from anthropic.lib.tools import ToolError
 import gitmem
 from gitmem import MemoryStore, gitrepo, wal
 from gitmem.crypto import KdfParams
-from gitmem.errors import ConflictError, IntegrityError, NoStore
+from gitmem.errors import ConflictError, IntegrityError, NoStore, StorageError
 from gitmem.gitrepo import BRANCH, LOCK_FILE, META_REF, GitRepo
 from gitmem.highwater import HighWater
+from gitmem.limits import Limits
 from gitmem.paths import parse
 
 NO_SPACE = (
@@ -754,3 +756,76 @@ def test_records_of_two_processes_interleave_and_all_are_replayed(
     again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
     assert again.files() == expected
     assert again.verify().ok
+
+
+@needs_log
+def test_a_full_log_starts_a_new_generation_and_a_huge_record_extends_it(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_writes(repo_path, key, tmp_path)
+    store = MemoryStore.open(
+        repo_path, key, state_dir=tmp_path / "state", limits=Limits(max_file_bytes=None)
+    )
+    start = wal.read_header(repo_path / wal.LOG_NAME)
+    assert start is not None
+    rng = random.Random(7)
+
+    def text(size: int) -> str:  # base64 of random bytes: compressed, about 3/4 of its size
+        return base64.b64encode(rng.randbytes(size * 3 // 4)).decode()
+
+    for n in range(4):
+        store.create(parse(f"/memories/big{n}.md"), text(400_000))
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.generation > start.generation
+    store.create(parse("/memories/huge.md"), text(2_000_000))
+    assert (repo_path / wal.LOG_NAME).stat().st_size > wal.CAPACITY
+    expected = store.files()
+    record, _, _ = last_record(repo_path)
+    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    reboot(tmp_path, monkeypatch)
+    assert MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files() == expected
+
+
+@needs_log
+def test_a_torn_header_gets_a_new_log_and_loses_nothing(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    with open(repo_path / wal.LOG_NAME, "r+b") as handle:
+        handle.write(b"\0" * 16)  # the power loss tore a checkpoint's header rewrite
+    reboot(tmp_path, monkeypatch)
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.boot == wal.boot_id() and header.generation == 1
+    again.create(parse("/memories/after.md"), "after\n")
+    assert last_record(repo_path)[0].head(BRANCH) == GitRepo(repo_path).ref(BRANCH)
+
+
+@needs_log
+def test_a_recovery_cut_short_runs_again_at_the_next_open(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    record, _, _ = last_record(repo_path)
+    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    reboot(tmp_path, monkeypatch)
+    real = GitRepo.checkpoint
+
+    def power_loss(self: GitRepo) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(GitRepo, "checkpoint", power_loss)
+    with pytest.raises(StorageError, match="cannot recover"):
+        MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").create(
+            parse("/memories/refused.md"), "refused\n"
+        )
+    monkeypatch.setattr(GitRepo, "checkpoint", real)
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.boot != wal.boot_id()  # still to recover
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.boot == wal.boot_id()
