@@ -84,6 +84,8 @@ class Record:
     paths: tuple[str, ...]
     version: str
     detail: dict[str, Any] = field(default_factory=dict)
+    # The plaintext size of every file in the commit's tree, when the writer knew it.
+    store_bytes: int | None = None
 
     @property
     def time(self) -> datetime:
@@ -102,6 +104,8 @@ class Record:
             "gitmem": self.version,
             "detail": self.detail,
         }
+        if self.store_bytes is not None:
+            body["bytes"] = self.store_bytes
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -119,11 +123,15 @@ class Record:
                 paths=tuple(str(p) for p in body["paths"]),
                 version=str(body["gitmem"]),
                 detail=dict(body.get("detail", {})),
+                store_bytes=body.get("bytes"),
             )
         except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError):
             raise IntegrityError("a commit record is malformed") from None
         if record.seq < 1:
             raise IntegrityError("a commit record has an invalid sequence number")
+        size = record.store_bytes
+        if "bytes" in body and (type(size) is not int or size < 0):
+            raise IntegrityError("a commit record has an invalid store size")
         return record
 
 

@@ -627,6 +627,10 @@ class MemoryStore:
             self._refresh_keys()
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
+                if head is not None and head.record.store_bytes is not None:
+                    # The head's record says how big its tree is: the size check of the first
+                    # write of a process then reads no header (design.md, "Records").
+                    self.sizer.remember_tree_bytes(head.tree, head.record.store_bytes)
                 editor = LimitedEditor(
                     self.codec, None if head is None else head.tree, self.limits, self.sizer
                 )
@@ -636,7 +640,13 @@ class MemoryStore:
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
                     op, durable = self._commit(
-                        tree, head, command, outcome.paths, outcome.detail, outcome.merged
+                        tree,
+                        head,
+                        command,
+                        outcome.paths,
+                        outcome.detail,
+                        outcome.merged,
+                        self.sizer.known_tree_bytes(tree),
                     )
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
@@ -663,10 +673,12 @@ class MemoryStore:
         paths: Sequence[str],
         detail: Mapping[str, Any],
         merged: Operation | None = None,
+        store_bytes: int | None = None,
     ) -> tuple[Operation, Durability]:
         """Write the commit and move the branch to it; durable once the ticket is waited for.
 
-        For a merge, ``merged`` is the second parent.
+        For a merge, ``merged`` is the second parent; ``store_bytes`` is the tree's size when
+        known, recorded for the next writer.
         """
         parents: tuple[str, ...] = () if head is None else (head.commit,)
         seq = 1 if head is None else head.seq + 1
@@ -681,6 +693,7 @@ class MemoryStore:
             paths=tuple(paths),
             version=__version__,
             detail=dict(detail),
+            store_bytes=store_bytes,
         )
         self._upgrade_format()
         tree = self.codec.stamp_root(tree)
@@ -941,6 +954,7 @@ class MemoryStore:
             epochs[oid] = op.epoch
             stack.extend(op.parents)
             self._verify_dir(op.tree, MemoryPath(()), oid, seen_dirs, seen_files, report)
+            self._verify_size(op, report)
         for oid, parents in parents_of.items():
             known = [seqs[p] for p in parents if p in seqs]
             if len(known) == len(parents) and seqs[oid] != max(known, default=0) + 1:
@@ -951,6 +965,21 @@ class MemoryStore:
                 report.problems.append(f"commit {oid}: {_OLDER_EPOCH}")
         report.objects = report.commits + len(seen_dirs) + len(seen_files)
         return report
+
+    def _verify_size(self, op: Operation, report: VerifyReport) -> None:
+        """Report a record whose ``bytes`` is not the size of its tree."""
+        stated = op.record.store_bytes
+        if stated is None:
+            return
+        try:
+            actual = self.sizer.tree_bytes(op.tree)
+        except GitMemError:
+            return  # the damage is reported by _verify_dir
+        if actual != stated:
+            report.problems.append(
+                f"commit {op.commit}: its record states a memory of {stated:,} bytes, but its "
+                f"files hold {actual:,}"
+            )
 
     def _verify_dir(
         self,
@@ -1143,7 +1172,9 @@ class MemoryStore:
                 detail: dict[str, Any] = {"action": action}
                 if rotate:
                     detail["epoch"] = keyring.epoch
-                op, durable = self._commit(head.tree, head, "keys", (), detail)
+                op, durable = self._commit(
+                    head.tree, head, "keys", (), detail, None, head.record.store_bytes
+                )
         if op is not None:
             self.repo.wait_durable(durable)
             if self.high_water is not None:

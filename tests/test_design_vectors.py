@@ -362,6 +362,9 @@ def test_head_commit_and_record(made: Made) -> None:
     record = json.loads(plaintext)
     assert plaintext == json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
     assert made.started_ns <= record.pop("time_ns") <= time.time_ns()
+    # The size of the commit's tree: every file's UTF-8 length, summed.
+    files = reader.files(head.tree_id)
+    assert record.pop("bytes") == sum(len(text.encode()) for text in files.values())
     assert record == {
         "v": 1,
         "seq": 6,

@@ -3,6 +3,7 @@ cost per change rather than per entry, and sizes are carried from write to write
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import gitmem.paths
 import gitmem.tree
 from gitmem import GitMemoryTool, Limits, MemoryStore, history
 from gitmem.cache import BoundedCache
+from gitmem.format import Record
 from gitmem.gitrepo import TREE_MODE, GitRepo, TreeEntry, parse_tree, tree_bytes
 from gitmem.limits import StoreSizer
 from gitmem.store import Change
@@ -216,6 +218,7 @@ def test_the_carried_size_equals_a_fresh_measurement(tool: GitMemoryTool) -> Non
         head = store.head_operation()
         assert head is not None
         assert store.sizer.known_tree_bytes(head.tree) == exact_size(store), step
+        assert head.record.store_bytes == exact_size(store), step
     store.create("/memories/a/one.md", "longer than before\n", overwrite=True)
     assert store.sizer.known_tree_bytes(store.snapshot().root) == exact_size(store)
     first = store.head()
@@ -224,6 +227,58 @@ def test_the_carried_size_equals_a_fresh_measurement(tool: GitMemoryTool) -> Non
     # A restore puts back trees whose size is not carried: it is measured when needed.
     store.restore(first, ["/memories/d.md"])
     assert store.store_bytes() == exact_size(store)
+    # A graft's size is not tracked; the record holds it only when the tree was measured.
+    restored = store.head_operation()
+    assert restored is not None and restored.record.store_bytes in (None, exact_size(store))
+    # The next write measures it again (with what is cached) and carries the new size.
+    tool.call({"command": "create", "path": "/memories/e.md", "file_text": "e\n"})
+    head = store.head_operation()
+    assert head is not None and head.record.store_bytes == exact_size(store)
+
+
+def test_a_new_process_checks_the_store_limit_from_the_head_record(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = GitMemoryTool(tmp_path / "s.git", key=key)
+    for i in range(5):
+        create(first, f"/memories/d{i}/f.md", "x" * 10)
+    limits = Limits(max_file_bytes=None, max_store_bytes=70, max_view_chars=None)
+    fresh = GitMemoryTool(tmp_path / "s.git", key=key, limits=limits)  # as a new process would
+    headers = count_calls(monkeypatch, fresh.store.codec, "_file_entries")
+    create(fresh, "/memories/d0/g.md", "y" * 10)
+    assert headers == []  # the 50 bytes already there came from the head's record
+    assert "max_store_bytes" in refusal(
+        fresh, command="create", path="/memories/h.md", file_text="z" * 11
+    )
+    head = fresh.store.head_operation()
+    assert head is not None and head.record.store_bytes == exact_size(fresh.store) == 60
+
+
+def test_verify_reports_a_record_whose_size_is_wrong(tool: GitMemoryTool) -> None:
+    store = tool.store
+    create(tool, "/memories/a.md", "abc\n")
+    assert store.verify().ok
+    head = store.head_operation()
+    assert head is not None
+    with store.repo.write_lock(5):
+        op, durable = store._commit(head.tree, head, "create", (), {}, None, 5)
+    store.repo.wait_durable(durable)
+    problems = store.verify().problems
+    assert problems == [
+        f"commit {op.commit}: its record states a memory of 5 bytes, but its files hold 4"
+    ]
+
+
+@pytest.mark.parametrize("size", ["1", -1, 1.5, True, None])
+def test_a_record_with_an_invalid_size_is_refused(size: object) -> None:
+    record = Record(1, 0, "s", "create", ("/memories/a",), "0", {}, 5)
+    body = json.loads(record.to_bytes())
+    assert body["bytes"] == 5 and Record.from_bytes(record.to_bytes()) == record
+    body["bytes"] = size
+    with pytest.raises(gitmem.IntegrityError, match="invalid store size"):
+        Record.from_bytes(json.dumps(body).encode())
+    del body["bytes"]  # absent (older writers, or a size the writer did not know): None
+    assert Record.from_bytes(json.dumps(body).encode()).store_bytes is None
 
 
 def test_the_next_write_reads_no_header_to_check_the_store_limit(
