@@ -86,6 +86,10 @@ BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
 _SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
 _LOCK_POLL_SECONDS = 0.005
+# A file whose change time is at least this far in the past when it is checked cannot change
+# again without its times changing (file-system timestamps are coarser than the clock, by up to
+# a scheduler tick; git's index uses the same "racy" rule).
+_RACY_SECONDS = 2.0
 _TYPE_NAMES = {
     int(ObjectType.COMMIT): b"commit",
     int(ObjectType.TREE): b"tree",
@@ -129,6 +133,9 @@ class GitRepo:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._root = str(self.path)
+        # The identity of the config file last found with reflogs off (see _no_reflogs).
+        self._clean_config: tuple[int, ...] | None = None
         self._objects = str(self.path / "objects")
         self._local = threading.local()
         self._log = self.path / wal.LOG_NAME
@@ -365,7 +372,36 @@ class GitRepo:
     # -- refs -----------------------------------------------------------------------------
 
     def ref(self, name: str) -> str | None:
-        """The id ``name`` points at, or ``None`` when the ref does not exist."""
+        """The id ``name`` points at, or ``None`` when the ref does not exist.
+
+        A loose ref (every ref gitmem writes) is read here in four system calls, opened without
+        following a link and without blocking, and refused unless it is a regular file; a
+        missing one, or a symbolic link, goes through libgit2 (packed refs) as before.
+        """
+        try:
+            fd = os.open(f"{self._root}/{name}", _REF_OPEN_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            return self._libgit2_ref(name)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symbolic link: checked where it leads, below
+                return self._libgit2_ref(name)
+            raise IntegrityError(
+                f"{name} in the repository cannot be read: {exc.strerror}"
+            ) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise IntegrityError(
+                    f"{name} in the repository is not a regular file (a FIFO or device there "
+                    f"would block every reader); remove {self.path / name}"
+                )
+            data = os.read(fd, _LOOSE_REF_MAX)
+        finally:
+            os.close(fd)
+        return _parse_loose_ref(name, data)
+
+    def _libgit2_ref(self, name: str) -> str | None:
+        """:meth:`ref` through libgit2, for a packed ref or a symbolic link in the ref's place."""
         _require_file(self.path / name, name)
         _require_file(self.path / "packed-refs", "packed-refs")
         try:
@@ -773,28 +809,51 @@ class GitRepo:
             finally:
                 self._local.locked = False
                 try:
-                    self._no_reflogs()
+                    # The setting was put back to false above, under this lock; what a write
+                    # can still leave is a log file (another program's, while the lock was held).
+                    self._no_reflogs(config=False)
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 
-    def _no_reflogs(self) -> None:
+    def _no_reflogs(self, *, config: bool = True) -> None:
         """Keep reflogs out of the repository, whatever its config says (under the lock).
 
         A reflog records who moved a ref and exactly when. libgit2 writes one when
         ``core.logAllRefUpdates`` is on (a config copied from a ``git clone --mirror`` backup)
-        or when the ref's log file exists already; so the setting is put back to false, and
-        the ``logs`` directory is removed before and after every write.
+        or when the ref's log file exists already; so the setting is put back to false (with
+        ``config``), and the ``logs`` directory is removed before and after every write.
+
+        The config is parsed again only when its file is not the one last found clean: same
+        device, inode, size, modification and change times, and changed long enough before it
+        was checked that any later change must show in those times (git's "racy" rule).
         """
-        logs = self.path / "logs"
-        if os.path.lexists(logs):
-            if logs.is_dir() and not logs.is_symlink():
+        logs = self._root + "/logs"
+        try:
+            mode = os.lstat(logs).st_mode
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISDIR(mode):
                 shutil.rmtree(logs)
             else:
-                logs.unlink()
-        if not os.path.lexists(self.path / "config"):
+                os.unlink(logs)
+        if not config:
             return
+        checked_at = time.time()
+        try:
+            info = os.lstat(self._root + "/config")
+        except FileNotFoundError:
+            return
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if identity == self._clean_config:
+            return
+        if self._reflogs_off() and info.st_ctime < checked_at - _RACY_SECONDS:
+            self._clean_config = identity
+
+    def _reflogs_off(self) -> bool:
+        """Put ``core.logAllRefUpdates`` back to false; True when it was false already."""
         config = self._git.config
         try:
             setting = str(config["core.logAllRefUpdates"])
@@ -807,6 +866,8 @@ class GitRepo:
             # libgit2 caches the setting per repository handle: the next use reopens.
             with contextlib.suppress(AttributeError):
                 del self._local.repo
+            return False
+        return True
 
     def _clear_stale_ref_locks(self) -> None:
         for name in (BRANCH, META_REF):
@@ -1279,6 +1340,32 @@ def _only_repository_config() -> Iterator[None]:
         finally:
             for level, path in zip(_OUTSIDE_CONFIG, saved, strict=True):
                 pygit2.settings.search_path[level] = path
+
+
+# A loose ref is 41 bytes; libgit2 reads the whole file, and so does this up to here (more is
+# not a ref gitmem or git writes, and is refused as corrupt).
+_LOOSE_REF_MAX = 4096
+_REF_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _parse_loose_ref(name: str, data: bytes) -> str:
+    """The object id in a loose ref file's bytes, parsed as libgit2 parses it.
+
+    Forty hex digits, then nothing or whitespace (and whatever follows it); ``ref: `` is a
+    symbolic ref, which gitmem never writes.
+    """
+    if data.startswith(b"ref: "):
+        raise IntegrityError(f"the ref {name} is symbolic; gitmem refs point at objects")
+    oid = data[:40]
+    if (
+        len(oid) != 40
+        or not _HEX_DIGITS.issuperset(oid)
+        or (len(data) > 40 and not data[40:41].isspace())
+        or len(data) >= _LOOSE_REF_MAX
+    ):
+        raise IntegrityError(f"the ref {name} is corrupt: it holds no object id")
+    return oid.decode("ascii").lower()
 
 
 def _require_file(path: Path, name: str) -> None:

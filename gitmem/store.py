@@ -45,7 +45,7 @@ from .limits import LimitedEditor, StoreSizer
 from .operation import Operation
 from .options import Settings, StoreOptions
 from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
-from .replica import find_meta
+from .replica import find_meta, meta_at
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
 from .syncresult import SyncResult
@@ -375,12 +375,16 @@ class MemoryStore:
         Raises :class:`IntegrityError` if it fails authentication and
         :class:`RollbackDetected` if it is behind what this client saw before.
         """
-        # The mark is read before the branch: writers move the branch first and the mark after,
-        # so a mark read first is never ahead of an honest branch read after it, even while
-        # other threads or processes write.
+        # While the branch names the head this store last authenticated and checked against
+        # the mark, that result stands: the same commit id is the same commit.
+        cached = self._head
+        if cached is not None and cached.commit == self.repo.ref(BRANCH):
+            return cached
+        # Otherwise the mark is read before the branch: writers move the branch first and the
+        # mark after, so a mark read first is never ahead of an honest branch read after it,
+        # even while other threads or processes write.
         mark = None if self.high_water is None else self.high_water.read()
         oid = self.repo.ref(BRANCH)
-        cached = self._head
         if cached is not None and cached.commit == oid:
             return cached
         if oid is None:
@@ -624,7 +628,8 @@ class MemoryStore:
         """
         with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
             # Seal with the newest key epoch: another process may have rotated since.
-            self._refresh_keys()
+            meta_ref = self.repo.ref(META_REF)
+            self._catch_up_keys(meta_ref)
             for _ in range(_CAS_RETRIES):
                 head = self.head_operation()
                 if head is not None and head.record.store_bytes is not None:
@@ -639,6 +644,7 @@ class MemoryStore:
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
+                    meta_ref = self._upgrade_format(meta_ref)
                     op, durable = self._commit(
                         tree,
                         head,
@@ -651,6 +657,7 @@ class MemoryStore:
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
+                    meta_ref = self.repo.ref(META_REF)
                     continue
                 break
             else:
@@ -678,7 +685,8 @@ class MemoryStore:
         """Write the commit and move the branch to it; durable once the ticket is waited for.
 
         For a merge, ``merged`` is the second parent; ``store_bytes`` is the tree's size when
-        known, recorded for the next writer.
+        known, recorded for the next writer. The caller has made the store format 2
+        (:meth:`_upgrade_format`) under the same lock.
         """
         parents: tuple[str, ...] = () if head is None else (head.commit,)
         seq = 1 if head is None else head.seq + 1
@@ -695,7 +703,6 @@ class MemoryStore:
             detail=dict(detail),
             store_bytes=store_bytes,
         )
-        self._upgrade_format()
         tree = self.codec.stamp_root(tree)
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
@@ -706,24 +713,26 @@ class MemoryStore:
         self._head = op
         return op, durable
 
-    def _upgrade_format(self) -> None:
+    def _upgrade_format(self, old: str | None) -> str:
         """Under the writer lock: make a format 1 store format 2 before its next commit.
 
-        Writes the format 2 metadata blob (same store id and key check), points
-        ``refs/gitmem/meta`` at it, and from now on every root tree carries it, so that copies
-        of the branch made by plain git are complete stores.
+        ``old`` is where ``refs/gitmem/meta`` points, read under this lock. Writes the format 2
+        metadata blob (same store id and key check), points the ref at it, and from now on
+        every root tree carries it, so that copies of the branch made by plain git are complete
+        stores. Returns where the ref points now.
         """
-        old = self.repo.ref(META_REF)
         if self.codec.meta_blob is not None:
             if old is None:
                 # A replica made by plain git: the branch carried the metadata, the ref did not.
                 self.repo.create_ref(META_REF, self.codec.meta_blob)
-            return
+                return self.codec.meta_blob
+            return old
         meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
         blob = self.repo.write_blob(meta.to_bytes())
         if old != blob:
             self.repo.update_ref(META_REF, blob, old)
         self.codec.meta_blob = blob
+        return blob
 
     def screen(self, before: str, after: str) -> Screened:
         """Apply the store's secrets policy to a write turning file text ``before`` into ``after``.
@@ -1172,6 +1181,7 @@ class MemoryStore:
                 detail: dict[str, Any] = {"action": action}
                 if rotate:
                     detail["epoch"] = keyring.epoch
+                self._upgrade_format(blob)
                 op, durable = self._commit(
                     head.tree, head, "keys", (), detail, None, head.record.store_bytes
                 )
@@ -1228,8 +1238,14 @@ class MemoryStore:
 
         Raises :class:`WrongKey` when this store's own slot was removed.
         """
-        found = find_meta(self.repo)
-        if found is None or found.blob == self._meta_blob or self.keyring is None:
+        return self._catch_up_keys(self.repo.ref(META_REF))
+
+    def _catch_up_keys(self, meta_ref: str | None) -> bool:
+        """:meth:`_refresh_keys`, given where ``refs/gitmem/meta`` points now."""
+        if self.keyring is None or (meta_ref is not None and meta_ref == self._meta_blob):
+            return False  # the metadata this store uses: nothing to read
+        found = meta_at(self.repo, None, meta_ref) if meta_ref is not None else find_meta(self.repo)
+        if found is None or found.blob == self._meta_blob:
             return False
         if found.meta.store_id != self.keys.store_id:
             raise IntegrityError(f"the metadata of the store at {self.path} was replaced")

@@ -222,7 +222,7 @@ class TreeCodec:
         metadata; every commit written must carry the current metadata.
         """
         if self.meta_blob is None or self._stamped == (oid, self.meta_blob):
-            return oid
+            return oid  # no metadata yet, or a root tree just written with it
         entries = self.repo.read_tree(oid)
         kept = [e for e in entries if e.name != META_ENTRY]
         if len(kept) == len(entries) - 1 and any(

@@ -226,3 +226,82 @@ def test_a_fifo_in_place_of_a_loose_object_is_an_error_not_a_hang(repo: GitRepo)
     os.mkfifo(path)
     with pytest.raises(IntegrityError, match="cannot be read: not a regular file"):
         repo.read_blob(oid)
+
+
+# -- refs: loose refs are read without libgit2, exactly as libgit2 reads them ------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"{ID_B}\n",
+        ID_B,
+        f"{ID_B} and whatever follows whitespace\n",
+        f"{ID_B}\r\n",
+        ID_B.upper() + "\n",
+        f"{ID_B}x\n",
+        ID_B[:39] + "\n",
+        "",
+        "\n",
+        "ref: refs/heads/other\n",
+        "not an object id at all, but forty characters long\n",
+        ("g" * 40) + "\n",
+    ],
+)
+def test_loose_refs_read_as_libgit2_reads_them(repo: GitRepo, content: str) -> None:
+    (repo.path / "refs" / "heads" / "main").write_text(content)
+    try:
+        target = pygit2.Repository(str(repo.path)).references["refs/heads/main"].target
+        theirs: str | None = str(target) if isinstance(target, pygit2.Oid) else "symbolic"
+    except (pygit2.GitError, ValueError):
+        theirs = None
+    if theirs is None:
+        with pytest.raises(IntegrityError, match="the ref refs/heads/main is corrupt"):
+            repo.ref("refs/heads/main")
+    elif theirs == "symbolic":
+        with pytest.raises(IntegrityError, match="is symbolic"):
+            repo.ref("refs/heads/main")
+    else:
+        assert repo.ref("refs/heads/main") == theirs
+
+
+def test_packed_and_linked_refs_are_read_too(repo: GitRepo, tmp_path: Path) -> None:
+    heads = repo.path / "refs" / "heads"
+    (repo.path / "packed-refs").write_text(f"{ID_A} refs/heads/packed\n")
+    assert repo.ref("refs/heads/packed") == ID_A
+    assert repo.ref("refs/heads/missing") is None
+    (tmp_path / "elsewhere").write_text(f"{ID_B}\n")
+    (heads / "linked").symlink_to(tmp_path / "elsewhere")
+    assert repo.ref("refs/heads/linked") == ID_B
+    # Neither a FIFO nor a directory is ever opened as a ref, directly or through a link.
+    os.mkfifo(tmp_path / "fifo")
+    (heads / "to-fifo").symlink_to(tmp_path / "fifo")
+    os.mkfifo(heads / "fifo")
+    (heads / "dir").mkdir()
+    for name in ("to-fifo", "fifo", "dir"):
+        with pytest.raises(IntegrityError, match="is not a regular file"):
+            repo.ref(f"refs/heads/{name}")
+
+
+def test_reflogs_stay_off_when_the_config_changes_after_it_was_found_clean(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config found clean is not parsed again while it is the same file; any change to it
+    (rewritten in place, or replaced) is looked at under the next lock."""
+    # Every config counts as old enough to be remembered (in a test it is seconds old at most).
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
+    config = repo.path / "config"
+    for change in ("in place", "replaced"):
+        with repo.write_lock(5):
+            pass
+        assert repo._clean_config is not None  # remembered as clean
+        text = config.read_text() + "[core]\n\tlogAllRefUpdates = always\n"
+        if change == "in place":
+            with config.open("a") as handle:
+                handle.write("[core]\n\tlogAllRefUpdates = always\n")
+        else:
+            (repo.path / "config.new").write_text(text)
+            os.replace(repo.path / "config.new", config)
+        with repo.write_lock(5):
+            setting = pygit2.Repository(str(repo.path)).config["core.logAllRefUpdates"]
+            assert str(setting) == "false", change

@@ -736,3 +736,15 @@ def test_a_plain_clone_after_removal_carries_the_new_epoch(
     alice = MemoryStore.open(copy, passphrase="alice's passphrase")
     assert alice.keys.epoch == 1 and alice.read_text(parse("/memories/after.md")) == "after"
     assert alice.verify().ok
+
+
+def test_a_write_right_after_another_holder_rotated_seals_in_the_new_epoch(
+    slotted: MemoryStore, repo_path: Path
+) -> None:
+    other = MemoryStore.open(repo_path, passphrase="alice's passphrase")
+    other.create(parse("/memories/b.md"), "before")
+    slotted.rotate_keys()
+    # No read in between: the write itself notices that the metadata ref moved.
+    written = other.create(parse("/memories/c.md"), "after")
+    assert written.epoch == 1 and other.keys.epoch == 1
+    assert slotted.read_text(parse("/memories/c.md")) == "after"

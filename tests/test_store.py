@@ -182,3 +182,22 @@ def test_paths_may_be_given_as_strings(tmp_path: Path, key: str) -> None:
     shutil.rmtree(repo)
     with pytest.raises(gitmem.RollbackDetected):
         gitmem.MemoryStore.open(repo, key, create=True, state_dir=state)
+
+
+def test_the_cached_head_hides_no_rollback_behind_it(tmp_path: Path, key: str) -> None:
+    """A store reuses the head it authenticated while the branch names it; a branch moved back
+    behind it (by anyone) is read again and refused, and so is one moved under a writer."""
+    repo, state = tmp_path / "s.git", tmp_path / "state"
+    first = gitmem.MemoryStore.open(repo, key, create=True, state_dir=state)
+    p = parse_path("/memories/a.md")
+    one = first.create(p, "1")
+    first.str_replace(p, "1", "2")
+    assert first.read_text(p) == "2"  # the head is now cached by `first`
+    other = gitmem.MemoryStore.open(repo, key, state_dir=state)
+    other.str_replace(p, "2", "3")
+    assert first.read_text(p) == "3"  # the branch moved: read again
+    git(repo, "update-ref", "refs/heads/main", one.commit)
+    with pytest.raises(gitmem.RollbackDetected):
+        first.read_text(p)
+    with pytest.raises(gitmem.RollbackDetected):
+        first.create(parse_path("/memories/b.md"), "x")
