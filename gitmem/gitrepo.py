@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -86,6 +87,16 @@ BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
 _SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
 _LOCK_POLL_SECONDS = 0.005
+# Loose objects written by gitmem itself (GitRepo._write_loose): the temporary file's prefix,
+# the file mode git gives objects (read-only; owner-only, as every file gitmem makes), and the
+# deflate level (objects are ciphertext, which does not compress: the fastest level will do).
+_TMP_OBJECT = "tmp_obj_gitmem-"
+_OBJECT_FILE_MODE = 0o400
+_LOOSE_LEVEL = 1
+_TMP_SEQ = itertools.count()
+# This process's id, kept current across fork (os.getpid() is a system call each time).
+_PROCESS = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
 # A file whose change time is at least this far in the past when it is checked cannot change
 # again without its times changing (file-system timestamps are coarser than the clock, by up to
 # a scheduler tick; git's index uses the same "racy" rule).
@@ -249,8 +260,47 @@ class GitRepo:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob and return its id."""
         _check_size("blob", len(data), MAX_BLOB_BYTES)
+        if _BATCHED:
+            return self._write_loose(b"blob", data)
         oid = str(self._git.create_blob(data))
         self._wrote(oid, b"blob", data)
+        return oid
+
+    def _write_loose(self, kind: bytes, payload: bytes) -> str:
+        """Store an object as a loose file, as git does, and return its id.
+
+        Where writes are flushed by ``syncfs`` (see :meth:`sync`) nothing here is fsynced, and
+        this takes four system calls: create a unique temporary file in ``objects/``, write the
+        deflated object, close it, rename it to ``objects/xx/<rest of the id>`` (a fan-out
+        directory missing is made, owner-only, and the rename tried again). libgit2 makes about
+        fifteen for the same file (it first looks for the object, rescans the pack directory
+        when it is missing, and links then unlinks). An object already there is replaced by the
+        same bytes: ids are hashes of the content.
+        """
+        raw = b"%s %d\0" % (kind, len(payload)) + payload
+        oid = hashlib.sha1(raw).hexdigest()
+        data = zlib.compress(raw, _LOOSE_LEVEL)
+        tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
+        fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            final = f"{self._objects}/{oid[:2]}/{oid[2:]}"
+            try:
+                os.rename(tmp, final)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(f"{self._objects}/{oid[:2]}", DIR_MODE)
+                os.rename(tmp, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._wrote(oid, kind, payload)
         return oid
 
     def read_blob(self, oid: str, limit: int = MAX_BLOB_BYTES) -> bytes:
@@ -310,6 +360,8 @@ class GitRepo:
         """Store the already serialized tree ``data`` (git's canonical form, as
         :func:`tree_bytes` makes it) and return its id."""
         _check_size("tree (a directory with this many entries)", len(data), MAX_TREE_BYTES)
+        if _BATCHED:
+            return self._write_loose(b"tree", data)
         oid = str(self._git.odb.write(int(ObjectType.TREE), data))
         self._wrote(oid, b"tree", data)
         return oid
@@ -330,6 +382,8 @@ class GitRepo:
         # create_commit first looks the tree up, parsing every entry of the root directory,
         # which made a commit cost in proportion to the size of /memories.
         data = commit_bytes(tree, parents, message)
+        if _BATCHED:
+            return self._write_loose(b"commit", data)
         oid = str(self._git.odb.write(int(ObjectType.COMMIT), data))
         self._wrote(oid, b"commit", data)
         return oid
@@ -378,6 +432,9 @@ class GitRepo:
         following a link and without blocking, and refused unless it is a regular file; a
         missing one, or a symbolic link, goes through libgit2 (packed refs) as before.
         """
+        # Opened (once per thread) as before, though not used here: opening checks the files
+        # that would block libgit2 (a FIFO as config, ...), which must be refused at once.
+        self._git  # noqa: B018
         try:
             fd = os.open(f"{self._root}/{name}", _REF_OPEN_FLAGS)
         except (FileNotFoundError, NotADirectoryError):

@@ -305,3 +305,27 @@ def test_reflogs_stay_off_when_the_config_changes_after_it_was_found_clean(
         with repo.write_lock(5):
             setting = pygit2.Repository(str(repo.path)).config["core.logAllRefUpdates"]
             assert str(setting) == "false", change
+
+
+# -- objects: written as loose files by gitmem, byte for byte what libgit2 writes --------------
+
+
+def test_objects_are_written_as_libgit2_writes_them(repo: GitRepo) -> None:
+    git = pygit2.Repository(str(repo.path))
+    blob = repo.write_blob(b"some bytes\0\xff")
+    assert blob == str(git.create_blob(b"some bytes\0\xff"))
+    tree = repo.write_tree([TreeEntry("b", blob, BLOB_MODE)])
+    assert git[tree].type == pygit2.enums.ObjectType.TREE
+    signature = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
+    parents: list[str] = []
+    for message in (b"first", b"second\n\nwith lines\n", b"\xffbinary"):
+        ours = repo.write_commit(tree, parents, message)
+        oids = [pygit2.Oid(hex=p) for p in parents]
+        theirs = git.create_commit(None, signature, signature, message, git[tree].id, oids)
+        assert ours == str(theirs)
+        assert repo.read_commit(ours).message == message
+        parents = [*parents, ours]
+    # Written again, an object is the same file; no temporary file is left behind.
+    assert repo.write_blob(b"some bytes\0\xff") == blob
+    assert not [p for p in (repo.path / "objects").iterdir() if p.name.startswith("tmp")]
+    assert repo.read_blob(blob) == b"some bytes\0\xff"
