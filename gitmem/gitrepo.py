@@ -63,6 +63,7 @@ from .fsutil import (
     open_lock_file,
     read_regular_file,
     syncfs,
+    write_all,
 )
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
@@ -87,12 +88,10 @@ BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
 _SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
 _LOCK_POLL_SECONDS = 0.005
-# Loose objects written by gitmem itself (GitRepo._write_loose): the temporary file's prefix,
-# the file mode git gives objects (read-only; owner-only, as every file gitmem makes), and the
-# deflate level (objects are ciphertext, which does not compress: the fastest level will do).
+# Loose objects written by gitmem itself (GitRepo._write_loose): the temporary file's prefix and
+# the file mode git gives objects (read-only; owner-only, as every file gitmem makes).
 _TMP_OBJECT = "tmp_obj_gitmem-"
 _OBJECT_FILE_MODE = 0o400
-_LOOSE_LEVEL = 1
 _TMP_SEQ = itertools.count()
 # This process's id, kept current across fork (os.getpid() is a system call each time).
 _PROCESS = [os.getpid()]
@@ -279,14 +278,12 @@ class GitRepo:
         """
         raw = b"%s %d\0" % (kind, len(payload)) + payload
         oid = hashlib.sha1(raw).hexdigest()
-        data = zlib.compress(raw, _LOOSE_LEVEL)
+        data = _zlib_stored(raw)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
         fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, data)
             finally:
                 os.close(fd)
             final = f"{self._objects}/{oid[:2]}/{oid[2:]}"
@@ -1738,6 +1735,26 @@ def _check_declared(oid: str, kind: bytes, size: int, limits: Mapping[bytes, int
             f"object {oid} is corrupt: it declares {size:,} bytes, more than a gitmem "
             f"{kind.decode()} may have ({limit:,})"
         )
+
+
+_STORED_BLOCK = 65535
+
+
+def _zlib_stored(data: bytes) -> bytes:
+    """``data`` as a zlib stream of stored (uncompressed) deflate blocks, as level 0 writes it.
+
+    Loose objects are ciphertext, which does not compress; building the stream here costs a
+    few microseconds, where ``zlib.compress`` sets up a deflate state of some 256 KiB per call
+    (a tenth of a millisecond or more, most of a small object's write). Any zlib reader (git,
+    libgit2, :func:`_read_loose`) reads it.
+    """
+    parts = [b"\x78\x01"]  # deflate, 32 KiB window, no dictionary, "fastest" (31 | 0x7801)
+    for start in range(0, max(len(data), 1), _STORED_BLOCK):
+        block = data[start : start + _STORED_BLOCK]
+        final = start + _STORED_BLOCK >= len(data)
+        parts += (struct.pack("<BHH", final, len(block), len(block) ^ 0xFFFF), block)
+    parts.append(struct.pack(">I", zlib.adler32(data)))
+    return b"".join(parts)
 
 
 def _deflate_bound(size: int) -> int:

@@ -72,42 +72,65 @@ class HighWater:
         else:
             self.where = ""
             self.path = self._legacy
+        self._dir_made = False
 
     def read(self) -> Mark | None:
         """The recorded mark, or None when this client has never seen the replica or remote."""
-        if self.path != self._legacy and self.where and not self.path.exists():
+        try:
+            return self._read()
+        except FileNotFoundError:
+            if not self._legacy_to_adopt():
+                return None
+        with self._locked():
             self._adopt_legacy()
+        with contextlib.suppress(FileNotFoundError):
+            return self._read()
+        return None
+
+    def _read(self) -> Mark | None:
+        """The mark in the file; FileNotFoundError when there is none."""
         try:
             body = json.loads(read_regular_file(self.path, _STATE_FILE_MAX))
             return Mark(str(body["commit"]), int(body["seq"]))
         except FileNotFoundError:
-            return None
+            raise
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             # A damaged mark (or a FIFO in its place, which must not block) protects nothing;
             # it is replaced by the next one seen.
             return None
 
+    def _legacy_to_adopt(self) -> bool:
+        return bool(self.where) and self.path.name.startswith("replica-") and self._legacy.exists()
+
     def _adopt_legacy(self) -> None:
-        """Make a format 1 per-store mark the mark of this replica (the first to look wins)."""
-        if not self._legacy.exists() or self.path.name.startswith("remote-"):
+        """Under the lock: make a format 1 per-store mark the mark of this replica (the first to
+        look wins)."""
+        if not self._legacy_to_adopt() or self.path.exists():
             return
-        with self._locked():
-            if self.path.exists():
-                return
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(self._legacy, self.path)
-                fsync_dir(self.path.parent)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self._legacy, self.path)
+            fsync_dir(self.path.parent)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         with _state_lock(self.dir):
-            make_private_dirs(self.path.parent)
+            if not self._dir_made:
+                # Once per instance: should the directory go later, writing the mark makes it.
+                make_private_dirs(self.path.parent)
+                self._dir_made = True
             yield
 
     def advance(self, mark: Mark) -> None:
         """Record ``mark`` unless a newer one is already recorded (other processes write too)."""
         with self._locked():
-            current = self.read()
+            try:
+                current = self._read()
+            except FileNotFoundError:
+                self._adopt_legacy()
+                try:
+                    current = self._read()
+                except FileNotFoundError:
+                    current = None
             if current is not None and current.seq >= mark.seq:
                 return
             # Not flushed: every commit a mark names was durable before the mark was written,
@@ -130,14 +153,22 @@ class HighWater:
         body: dict[str, object] = {"commit": mark.commit, "seq": mark.seq}
         if self.where:
             body["where"] = self.where
-        atomic_write(self.path, json.dumps(body).encode("utf-8"), durable=durable)
+        data = json.dumps(body).encode("utf-8")
+        try:
+            atomic_write(self.path, data, durable=durable)
+        except FileNotFoundError:  # the directory was removed since this instance made it
+            make_private_dirs(self.path.parent)
+            atomic_write(self.path, data, durable=durable)
 
 
 @contextlib.contextmanager
 def _state_lock(directory: Path) -> Iterator[None]:
     """Hold the exclusive lock of a state directory (made owner-only if missing)."""
-    make_private_dirs(directory)
-    fd = open_lock_file(directory / ".lock")
+    try:
+        fd = open_lock_file(directory / ".lock")
+    except FileNotFoundError:
+        make_private_dirs(directory)
+        fd = open_lock_file(directory / ".lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -329,3 +329,15 @@ def test_objects_are_written_as_libgit2_writes_them(repo: GitRepo) -> None:
     assert repo.write_blob(b"some bytes\0\xff") == blob
     assert not [p for p in (repo.path / "objects").iterdir() if p.name.startswith("tmp")]
     assert repo.read_blob(blob) == b"some bytes\0\xff"
+
+
+@pytest.mark.parametrize("size", [0, 1, 300, 65534, 65535, 65536, 3 * 65535 + 7])
+def test_loose_objects_are_zlib_streams_any_reader_inflates(repo: GitRepo, size: int) -> None:
+    payload = os.urandom(size)
+    oid = repo.write_blob(payload)
+    stream = (repo.path / "objects" / oid[:2] / oid[2:]).read_bytes()
+    assert zlib.decompress(stream) == b"blob %d\0" % size + payload
+    assert len(stream) <= gitrepo._deflate_bound(size + 16)  # what the reader allows
+    assert repo.read_blob(oid) == payload
+    git = pygit2.Repository(str(repo.path))
+    assert git.odb.read(oid)[1] == payload

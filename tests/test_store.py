@@ -201,3 +201,20 @@ def test_the_cached_head_hides_no_rollback_behind_it(tmp_path: Path, key: str) -
         first.read_text(p)
     with pytest.raises(gitmem.RollbackDetected):
         first.create(parse_path("/memories/b.md"), "x")
+
+
+def test_the_mark_is_recorded_again_after_the_state_directory_was_removed(
+    tmp_path: Path, key: str
+) -> None:
+    """A store makes the mark's directory once; removed later, it is made again, not lost."""
+    from gitmem.highwater import HighWater
+
+    repo, state = tmp_path / "s.git", tmp_path / "state"
+    store = gitmem.MemoryStore.open(repo, key, create=True, state_dir=state)
+    p = parse_path("/memories/a.md")
+    store.create(p, "1")
+    shutil.rmtree(state)
+    op = store.str_replace(p, "1", "2")[0]
+    mark = HighWater(store.store_id, state, replica=repo).read()
+    assert mark is not None and (mark.commit, mark.seq) == (op.commit, 2)
+    assert (state / store.store_id).stat().st_mode & 0o777 == 0o700
