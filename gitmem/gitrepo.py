@@ -144,8 +144,10 @@ class GitRepo:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._root = str(self.path)
-        # The identity of the config file last found with reflogs off (see _no_reflogs).
+        # The identity of the config file last found with reflogs off (see _no_reflogs), and
+        # of each loose ref file read with the id it holds (see ref).
         self._clean_config: tuple[int, ...] | None = None
+        self._refs: dict[str, tuple[tuple[int, ...], str]] = {}
         self._objects = str(self.path / "objects")
         self._local = threading.local()
         self._log = self.path / wal.LOG_NAME
@@ -432,8 +434,17 @@ class GitRepo:
         # Opened (once per thread) as before, though not used here: opening checks the files
         # that would block libgit2 (a FIFO as config, ...), which must be refused at once.
         self._git  # noqa: B018
+        path = f"{self._root}/{name}"
+        known = self._refs.get(name)
+        if known is not None:
+            # A ref file that has not changed for a while is known by its identity (one lstat):
+            # see _no_reflogs for the rule; a ref moved since is a new file, with new times.
+            with contextlib.suppress(OSError):
+                if _identity(os.lstat(path)) == known[0]:
+                    return known[1]
+        checked_at = time.time()
         try:
-            fd = os.open(f"{self._root}/{name}", _REF_OPEN_FLAGS)
+            fd = os.open(path, _REF_OPEN_FLAGS)
         except (FileNotFoundError, NotADirectoryError):
             return self._libgit2_ref(name)
         except OSError as exc:
@@ -452,7 +463,10 @@ class GitRepo:
             data = os.read(fd, _LOOSE_REF_MAX)
         finally:
             os.close(fd)
-        return _parse_loose_ref(name, data)
+        oid = _parse_loose_ref(name, data)
+        if info.st_ctime < checked_at - _RACY_SECONDS:
+            self._refs[name] = (_identity(info), oid)
+        return oid
 
     def _libgit2_ref(self, name: str) -> str | None:
         """:meth:`ref` through libgit2, for a packed ref or a symbolic link in the ref's place."""
@@ -900,7 +914,7 @@ class GitRepo:
             info = os.lstat(self._root + "/config")
         except FileNotFoundError:
             return
-        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        identity = _identity(info)
         if identity == self._clean_config:
             return
         if self._reflogs_off() and info.st_ctime < checked_at - _RACY_SECONDS:
@@ -1401,6 +1415,12 @@ def _only_repository_config() -> Iterator[None]:
 _LOOSE_REF_MAX = 4096
 _REF_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of a file from another: device, inode, size, modification and
+    change times (trusted only for files changed well before they were looked at)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _parse_loose_ref(name: str, data: bytes) -> str:

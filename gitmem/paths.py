@@ -134,15 +134,12 @@ def parse(raw: object) -> MemoryPath:
         # Every character is a byte or more: refused before any per-character work, so a
         # 10 MB path costs no more than a short one.
         raise InvalidPath(path, f"it is longer than {MAX_PATH_BYTES} bytes")
-    for ch in path:
-        code = ord(ch)
-        if 0xD800 <= code < 0xE000:
-            raise InvalidPath(path, "it contains a lone surrogate (not valid Unicode text)")
-        if code < 0x20 or 0x7F <= code < 0xA0 or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+    if path.isascii():
+        # The only ASCII characters the loop below refuses are the controls (and DEL).
+        if not path.isprintable():
             raise InvalidPath(path, "it contains a control character")
-        if ch in _BIDI_CONTROLS:
-            # Bidirectional overrides make a name display as something it is not.
-            raise InvalidPath(path, "it contains a bidirectional text control character")
+    else:
+        _refuse_unprintable(path)
     if "\\" in path:
         raise InvalidPath(path, "backslashes are not allowed; use / between components")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
@@ -162,6 +159,19 @@ def parse(raw: object) -> MemoryPath:
     if len(str(result).encode("utf-8")) > MAX_PATH_BYTES:
         raise InvalidPath(path, f"it is longer than {MAX_PATH_BYTES} bytes")
     return result
+
+
+def _refuse_unprintable(path: str) -> None:
+    """Refuse lone surrogates, control characters and bidirectional controls in ``path``."""
+    for ch in path:
+        code = ord(ch)
+        if 0xD800 <= code < 0xE000:
+            raise InvalidPath(path, "it contains a lone surrogate (not valid Unicode text)")
+        if code < 0x20 or 0x7F <= code < 0xA0 or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise InvalidPath(path, "it contains a control character")
+        if ch in _BIDI_CONTROLS:
+            # Bidirectional overrides make a name display as something it is not.
+            raise InvalidPath(path, "it contains a bidirectional text control character")
 
 
 def _refuse_encoded_traversal(path: str) -> None:
@@ -288,6 +298,8 @@ def new_name_problem(name: str) -> str | None:
     """
     if name.endswith(".") or unicodedata.category(name[-1]) == "Zs":
         return "a name may not end with a dot or a space (Windows drops them)"
+    if name.isascii():
+        return None  # no ASCII character is invisible, a format character or a slash look-alike
     for index, ch in enumerate(name):
         if ch in _SLASH_LOOKALIKES:
             return f"it contains {_codepoint(ch)}, which looks like a slash"

@@ -17,7 +17,15 @@ import pytest
 
 from gitmem import gitrepo
 from gitmem.errors import FormatLimitExceeded, IntegrityError
-from gitmem.gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_commit, parse_tree
+from gitmem.gitrepo import (
+    BLOB_MODE,
+    BRANCH,
+    TREE_MODE,
+    GitRepo,
+    TreeEntry,
+    parse_commit,
+    parse_tree,
+)
 
 ID_A = "a" * 40
 ID_B = "0123456789abcdef0123456789abcdef01234567"
@@ -341,3 +349,26 @@ def test_loose_objects_are_zlib_streams_any_reader_inflates(repo: GitRepo, size:
     assert repo.read_blob(oid) == payload
     git = pygit2.Repository(str(repo.path))
     assert git.odb.read(oid)[1] == payload
+
+
+def test_a_ref_known_by_its_file_is_read_again_once_the_file_changes(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ref file is remembered by its identity only once it is old enough that any change
+    must show in its times; a ref moved by anyone (a new file) is read again."""
+    ref = repo.path / "refs" / "heads" / "main"
+    ref.write_text(f"{ID_A}\n")
+    assert repo.ref(BRANCH) == ID_A
+    assert BRANCH not in repo._refs  # just written: not remembered (git's racy rule)
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)  # every file counts as old enough
+    assert repo.ref(BRANCH) == ID_A
+    assert BRANCH in repo._refs
+    moved = repo.write_blob(b"another commit, as far as the ref is concerned")
+    git = pygit2.Repository(str(repo.path))
+    git.references.create(BRANCH, pygit2.Oid(hex=moved), force=True)  # another program moves it
+    assert repo.ref(BRANCH) == moved
+    ref.unlink()
+    assert repo.ref(BRANCH) is None
+    os.mkfifo(ref)
+    with pytest.raises(IntegrityError, match="is not a regular file"):
+        repo.ref(BRANCH)

@@ -783,3 +783,21 @@ def test_import_refuses_new_names_like_create(tool: GitMemoryTool, tmp_path: Pat
         f"/memories/c.md.: {TRAILING}",
     ]
     assert tool.store.head() == head
+
+
+def test_ascii_fast_paths_agree_with_the_per_character_rules() -> None:
+    """ASCII paths and names skip the per-character Unicode checks: the result is the same."""
+    for code in range(128):
+        ch = chr(code)
+        raw = f"/memories/a{ch}b"
+        try:
+            gitmem_paths.parse(raw)
+            refused = False
+        except InvalidPath as exc:
+            refused = "control character" in str(exc)
+        assert refused == (code < 0x20 or code == 0x7F), code
+        assert gitmem_paths.new_name_problem(f"a{ch}b") is None or ch in "./\\", code
+        per_character = any(
+            c in gitmem_paths._SLASH_LOOKALIKES or gitmem_paths._invisible(c) for c in f"a{ch}b"
+        )
+        assert not per_character, code
