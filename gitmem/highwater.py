@@ -10,15 +10,26 @@ behind the original is not a rollback, the same backup going backwards is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fsutil import atomic_write, fsync_dir, make_private_dirs, open_lock_file, read_regular_file
+from .fsutil import (
+    FILE_MODE,
+    atomic_write,
+    fsync_dir,
+    make_private_dirs,
+    open_lock_file,
+    read_regular_file,
+    write_all,
+)
 
 # A mark or a known-store record is a few hundred bytes; anything longer is not one.
 _STATE_FILE_MAX = 64 * 1024
@@ -51,6 +62,11 @@ class HighWater:
 
     With neither ``replica`` nor ``remote`` it is the single per-store mark of format 1
     clients, which the first replica opened adopts.
+
+    Version 2 of the mark is one file updated in place (``<kind>-<digest>.mark``): two
+    checksummed slots, the newer of which counts, so that a write torn by a crash (or read while
+    it happens) leaves the other intact. Version 1 (``<kind>-<digest>.json``, replaced whole)
+    is still read while no version 2 file exists.
     """
 
     def __init__(
@@ -65,30 +81,41 @@ class HighWater:
         self._legacy = self.dir / f"{store_id}.json"
         if replica is not None:
             self.where = str(Path(replica).resolve())
-            self.path = self.dir / store_id / f"replica-{_digest(self.where)}.json"
+            stem = f"replica-{_digest(self.where)}"
         elif remote is not None:
             self.where = remote
-            self.path = self.dir / store_id / f"remote-{_digest(remote)}.json"
+            stem = f"remote-{_digest(remote)}"
         else:
             self.where = ""
-            self.path = self._legacy
-        self._dir_made = False
+            stem = ""
+        # The version 1 file (the format 1 client's per-store file when neither is given).
+        self.path = self.dir / store_id / f"{stem}.json" if stem else self._legacy
+        self.mark_path = str(self.dir / store_id / f"{stem}.mark") if stem else None
 
     def read(self) -> Mark | None:
         """The recorded mark, or None when this client has never seen the replica or remote."""
+        if self.mark_path is not None:
+            try:
+                data = read_regular_file(self.mark_path, _MARK_FILE_BYTES)
+            except FileNotFoundError:
+                data = b""  # never written by this version: the version 1 file, if any
+            except OSError:
+                return None  # a FIFO or a directory in its place: damaged, replaced when written
+            if data:
+                return _best_slot(data)
         try:
-            return self._read()
+            return self._read_v1()
         except FileNotFoundError:
             if not self._legacy_to_adopt():
                 return None
-        with self._locked():
+        with _state_lock(self.dir):
             self._adopt_legacy()
         with contextlib.suppress(FileNotFoundError):
-            return self._read()
+            return self._read_v1()
         return None
 
-    def _read(self) -> Mark | None:
-        """The mark in the file; FileNotFoundError when there is none."""
+    def _read_v1(self) -> Mark | None:
+        """The mark in the version 1 file; FileNotFoundError when there is none."""
         try:
             body = json.loads(read_regular_file(self.path, _STATE_FILE_MAX))
             return Mark(str(body["commit"]), int(body["seq"]))
@@ -103,62 +130,145 @@ class HighWater:
         return bool(self.where) and self.path.name.startswith("replica-") and self._legacy.exists()
 
     def _adopt_legacy(self) -> None:
-        """Under the lock: make a format 1 per-store mark the mark of this replica (the first to
-        look wins)."""
+        """Under the state directory's lock: make a format 1 per-store mark the (version 1) mark
+        of this replica (the first to look wins)."""
         if not self._legacy_to_adopt() or self.path.exists():
             return
         with contextlib.suppress(FileNotFoundError):
+            make_private_dirs(self.path.parent)
             os.replace(self._legacy, self.path)
             fsync_dir(self.path.parent)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _v1_mark(self) -> Mark | None:
+        """The version 1 mark (adopting a format 1 client's), for a version 2 file's first write."""
+        try:
+            return self._read_v1()
+        except FileNotFoundError:
+            if not self._legacy_to_adopt():
+                return None
         with _state_lock(self.dir):
-            if not self._dir_made:
-                # Once per instance: should the directory go later, writing the mark makes it.
-                make_private_dirs(self.path.parent)
-                self._dir_made = True
-            yield
+            self._adopt_legacy()
+        with contextlib.suppress(FileNotFoundError):
+            return self._read_v1()
+        return None
 
     def advance(self, mark: Mark) -> None:
-        """Record ``mark`` unless a newer one is already recorded (other processes write too)."""
-        with self._locked():
-            try:
-                current = self._read()
-            except FileNotFoundError:
-                self._adopt_legacy()
-                try:
-                    current = self._read()
-                except FileNotFoundError:
-                    current = None
-            if current is not None and current.seq >= mark.seq:
+        """Record ``mark`` unless a newer one is already recorded (other processes write too).
+
+        Under an exclusive ``flock`` of the mark file: read both slots, and unless the newer
+        holds ``mark``'s sequence number or more, write ``mark`` into the other one. Not
+        flushed: every commit a mark names was durable before the mark was written, so the mark
+        is never ahead of the stored branch; a power loss can only take back its latest
+        advances, and the next read of the head re-advances it. The next write's flush of the
+        file system (GitRepo.sync) makes it durable when the state directory shares the
+        repository's file system.
+        """
+        if self.mark_path is None:
+            raise ValueError("a format 1 per-store mark is only read, never advanced")
+        fd = self._open_for_update()
+        if fd is None:
+            # Not a regular file in its place (a FIFO...): replaced whole by the new mark.
+            self._replace(mark, durable=False)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = os.pread(fd, _MARK_FILE_BYTES, 0)
+            if not data:
+                # A new file: it starts from the version 1 mark when that one is newer.
+                carried = self._v1_mark()
+                first = carried if carried is not None and carried.seq >= mark.seq else mark
+                write_all(fd, _slot_bytes(first) * 2)
                 return
-            # Not flushed: every commit a mark names was durable before the mark was written,
-            # so the mark is never ahead of the stored branch; a power loss can only take back
-            # its latest advances, and the next read of the head re-advances it. The next
-            # write's flush of the file system (GitRepo.sync) makes it durable when the state
-            # directory shares the repository's file system.
-            self._write(mark, durable=False)
+            newest, newest_slot = None, 1  # with no valid slot, slot 0 is written
+            for index in range(2):
+                found = _slot_mark(data[index * _SLOT : (index + 1) * _SLOT])
+                if found is not None and (newest is None or found.seq > newest.seq):
+                    newest, newest_slot = found, index
+            if newest is not None and newest.seq >= mark.seq:
+                return
+            # Into the other slot: torn, it leaves the newer one as it was.
+            os.pwrite(fd, _slot_bytes(mark), (1 - newest_slot) * _SLOT)
+        finally:
+            os.close(fd)
+
+    def _open_for_update(self) -> int | None:
+        """The mark file opened for reading and writing (made owner-only if missing), or None
+        when something other than a regular file is in its place."""
+        assert self.mark_path is not None
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.mark_path, flags, FILE_MODE)
+        except FileNotFoundError:
+            make_private_dirs(self.path.parent)
+            fd = os.open(self.mark_path, flags, FILE_MODE)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                return None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
 
     def reset(self, mark: Mark | None) -> None:
         """Replace the mark unconditionally (the user accepted the current branch)."""
-        with self._locked():
-            if mark is None:
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
-            else:
-                self._write(mark, durable=True)  # a user's decision: it must not be lost
+        if self.mark_path is None:
+            raise ValueError("a format 1 per-store mark is only read, never reset")
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # a version 1 mark must not come back when the file is gone
+        if mark is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.mark_path)
+        else:
+            self._replace(mark, durable=True)  # a user's decision: it must not be lost
 
-    def _write(self, mark: Mark, *, durable: bool) -> None:
-        body: dict[str, object] = {"commit": mark.commit, "seq": mark.seq}
-        if self.where:
-            body["where"] = self.where
-        data = json.dumps(body).encode("utf-8")
+    def _replace(self, mark: Mark, *, durable: bool) -> None:
+        """Replace the mark file whole (both slots ``mark``), atomically."""
+        assert self.mark_path is not None
+        data = _slot_bytes(mark) * 2
         try:
-            atomic_write(self.path, data, durable=durable)
-        except FileNotFoundError:  # the directory was removed since this instance made it
+            atomic_write(self.mark_path, data, durable=durable)
+        except FileNotFoundError:  # the directory was removed since
             make_private_dirs(self.path.parent)
-            atomic_write(self.path, data, durable=durable)
+            atomic_write(self.mark_path, data, durable=durable)
+
+
+# A version 2 mark file: two slots of this many bytes, each one line of ASCII:
+# "gitmem-mark 2 <seq> <commit> <crc32>" (the CRC-32 of what precedes it, 8 hex digits),
+# padded with spaces, then a newline.
+_SLOT = 128
+_MARK_FILE_BYTES = 2 * _SLOT
+_SLOT_TAG = b"gitmem-mark 2 "
+
+
+def _slot_bytes(mark: Mark) -> bytes:
+    body = _SLOT_TAG + f"{mark.seq} {mark.commit}".encode("ascii")
+    line = body + b" %08x" % zlib.crc32(body)
+    return line.ljust(_SLOT - 1) + b"\n"
+
+
+def _slot_mark(slot: bytes) -> Mark | None:
+    """The mark in one slot, or None when it is empty, torn or damaged."""
+    line = slot.rstrip(b" \n")
+    body, _, check = line.rpartition(b" ")
+    if len(slot) != _SLOT or not body.startswith(_SLOT_TAG):
+        return None
+    if check != b"%08x" % zlib.crc32(body):
+        return None
+    seq, _, commit = body[len(_SLOT_TAG) :].partition(b" ")
+    if not seq.isdigit() or len(commit) != 40 or not _HEX.issuperset(commit):
+        return None
+    return Mark(commit.decode("ascii"), int(seq))
+
+
+def _best_slot(data: bytes) -> Mark | None:
+    """The newer of the two slots that hold a mark (None when neither does)."""
+    marks = [_slot_mark(data[i * _SLOT : (i + 1) * _SLOT]) for i in range(2)]
+    found = [m for m in marks if m is not None]
+    return max(found, key=lambda m: m.seq) if found else None
+
+
+_HEX = frozenset(b"0123456789abcdef")
 
 
 @contextlib.contextmanager

@@ -472,7 +472,16 @@ def test_second_reader_sees_what_gitmem_sees(made: Made) -> None:
 def test_high_water_mark_file(made: Made) -> None:
     where = str(made.path.resolve())
     digest = hashlib.sha256(where.encode()).hexdigest()[:32]
-    mark = made.state_dir / made.store.store_id / f"replica-{digest}.json"
-    body = {"commit": made.store.head(), "seq": 6, "where": where}
-    assert json.loads(mark.read_text("utf-8")) == body
-    assert mark.stat().st_mode & 0o777 == 0o600
+    mark = made.state_dir / made.store.store_id / f"replica-{digest}.mark"
+    data = mark.read_bytes()
+    assert len(data) == 256 and mark.stat().st_mode & 0o777 == 0o600
+    # Two slots of 128 bytes, the newer counting: "gitmem-mark 2 <seq> <commit> <crc32>".
+    seqs = []
+    for slot in (data[:128], data[128:]):
+        assert slot.endswith(b"\n")
+        body, _, check = slot.rstrip(b" \n").rpartition(b" ")
+        assert check == b"%08x" % zlib.crc32(body)
+        tag, version, seq, commit = body.split(b" ")
+        assert (tag, version) == (b"gitmem-mark", b"2")
+        seqs.append((int(seq), commit.decode()))
+    assert max(seqs) == (6, made.store.head())

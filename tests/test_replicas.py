@@ -6,7 +6,9 @@ high-water marks are per replica path, so a backup that is behind still verifies
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from gitmem import MemoryStore, RollbackDetected
 from gitmem.format import META_ENTRY, StoreMeta
 from gitmem.gitrepo import BRANCH, META_REF
+from gitmem.highwater import HighWater, Mark
 from gitmem.paths import parse
 
 
@@ -107,14 +110,12 @@ def test_a_replica_going_backwards_is_still_a_rollback(
 
 def test_marks_are_per_replica_files(original: MemoryStore, tmp_path: Path) -> None:
     store_dir = tmp_path / "state" / original.store_id
-    marks = sorted(store_dir.glob("replica-*.json"))
+    marks = sorted(store_dir.glob("replica-*.mark"))
     assert len(marks) == 1
-    body = json.loads(marks[0].read_text("utf-8"))
-    assert body == {
-        "commit": original.head(),
-        "seq": 2,
-        "where": str(original.path.resolve()),
-    }
+    where = str(original.path.resolve())
+    assert marks[0].name == f"replica-{hashlib.sha256(where.encode()).hexdigest()[:32]}.mark"
+    mark = HighWater(original.store_id, tmp_path / "state", replica=original.path).read()
+    assert mark == Mark(str(original.head()), 2)
     assert marks[0].stat().st_mode & 0o777 == 0o600
     assert store_dir.stat().st_mode & 0o777 == 0o700
 
@@ -173,3 +174,58 @@ def test_deleted_metadata_ref_is_rebuilt_from_the_branch(
     assert store.verify().ok and store.files() == original.files()
     write(store, "again.md", "x\n")
     assert store.repo.ref(META_REF) == blob
+
+
+def _mark_files(state: Path, store: MemoryStore) -> tuple[HighWater, Path]:
+    marks = HighWater(store.store_id, state, replica=store.path)
+    assert marks.mark_path is not None
+    return marks, Path(marks.mark_path)
+
+
+def test_a_version1_mark_is_read_and_carried_into_version2(
+    original: MemoryStore, key: str, tmp_path: Path
+) -> None:
+    """A mark written by an earlier gitmem (one JSON file, replaced whole) still protects: read
+    while no version 2 file exists, and carried into it by the first advance."""
+    state = tmp_path / "state"
+    marks, v2 = _mark_files(state, original)
+    head = original.head_operation()
+    assert head is not None
+    v2.unlink()
+    marks.path.write_text(json.dumps({"commit": head.commit, "seq": head.seq}))
+    assert marks.read() == Mark(head.commit, head.seq)
+    # A rollback below the version 1 mark is caught.
+    first = next(op for op in original.log() if op.seq == 1)
+    git("--git-dir", str(original.path), "update-ref", "refs/heads/main", first.commit)
+    with pytest.raises(RollbackDetected):
+        MemoryStore.open(original.path, key, state_dir=state).head()
+    git("--git-dir", str(original.path), "update-ref", "refs/heads/main", head.commit)
+    # An advance to an older mark keeps the newer version 1 one.
+    marks.advance(Mark(first.commit, 1))
+    assert marks.read() == Mark(head.commit, head.seq)
+    write(original, "more.md", "x\n")
+    assert marks.read() == Mark(str(original.head()), head.seq + 1)
+
+
+def test_a_torn_mark_slot_leaves_the_other(original: MemoryStore, tmp_path: Path) -> None:
+    """Each advance writes the slot not holding the newest mark: a write torn by a crash (or
+    seen half done by a reader) leaves the previous mark readable."""
+    marks, v2 = _mark_files(tmp_path / "state", original)
+    before = marks.read()
+    assert before is not None
+    marks.advance(Mark("ab" * 20, before.seq + 1))
+    assert marks.read() == Mark("ab" * 20, before.seq + 1)
+    data = bytearray(v2.read_bytes())
+    newest = 0 if b" %d " % (before.seq + 1) in data[:128] else 1
+    data[newest * 128 + 20] ^= 0x01  # the slot just written, torn
+    v2.write_bytes(bytes(data))
+    assert marks.read() == before
+    marks.advance(Mark("cd" * 20, before.seq + 2))  # over the torn slot: the good one stays
+    assert marks.read() == Mark("cd" * 20, before.seq + 2)
+    v2.write_bytes(b"")  # emptied (a crash before its first write reached the disk)
+    assert marks.read() is None
+    v2.unlink()
+    os.mkfifo(v2)  # not a regular file: no mark, and the next advance replaces it
+    assert marks.read() is None
+    marks.advance(Mark("ef" * 20, 9))
+    assert marks.read() == Mark("ef" * 20, 9)

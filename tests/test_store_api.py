@@ -175,9 +175,9 @@ def test_one_options_object_reaches_the_store(repo_path: Path, key: str, tmp_pat
     )
     assert store.options == options
     marks = tmp_path / "state" / store.store_id
-    assert list(marks.glob("replica-*.json")) == []  # nothing seen yet
+    assert list(marks.glob("replica-*.mark")) == []  # nothing seen yet
     store.create("/memories/a.md", "x\n")
-    assert len(list(marks.glob("replica-*.json"))) == 1
+    assert len(list(marks.glob("replica-*.mark"))) == 1
     with pytest.raises(gitmem.LimitExceeded):
         store.create("/memories/b.md", "much more than ten bytes\n")
     # Keyword settings override the options object's fields; limits=None means the defaults.
