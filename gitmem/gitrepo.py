@@ -839,7 +839,7 @@ class GitRepo:
         writer can be mid-update: a ``<ref>.lock`` file libgit2 left behind is then provably
         stale and is removed.
         """
-        lock_path = self.path / LOCK_FILE
+        lock_path = f"{self._root}/{LOCK_FILE}"
         # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
         try:
             fd = open_lock_file(lock_path)
@@ -939,9 +939,8 @@ class GitRepo:
 
     def _clear_stale_ref_locks(self) -> None:
         for name in (BRANCH, META_REF):
-            stale = self.path / (name + ".lock")
             with contextlib.suppress(FileNotFoundError):
-                stale.unlink()
+                os.unlink(f"{self._root}/{name}.lock")
 
     def fsync_dir(self, relative: str = "") -> None:
         """fsync a directory of the repository, for metadata written outside libgit2."""

@@ -1018,7 +1018,7 @@ class MemoryStore:
                 elif child.oid not in seen_files:
                     seen_files.add(child.oid)
                     try:
-                        decode_text(self.codec.read_file(child.oid), child_path)
+                        decode_text(self.codec.read_file(child.oid, fresh=True), child_path)
                     except GitMemError as exc:
                         report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
 
