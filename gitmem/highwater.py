@@ -103,16 +103,7 @@ class HighWater:
                 return None  # a FIFO or a directory in its place: damaged, replaced when written
             if data:
                 return _best_slot(data)
-        try:
-            return self._read_v1()
-        except FileNotFoundError:
-            if not self._legacy_to_adopt():
-                return None
-        with _state_lock(self.dir):
-            self._adopt_legacy()
-        with contextlib.suppress(FileNotFoundError):
-            return self._read_v1()
-        return None
+        return self._v1_mark()
 
     def _read_v1(self) -> Mark | None:
         """The mark in the version 1 file; FileNotFoundError when there is none."""
@@ -140,7 +131,7 @@ class HighWater:
             fsync_dir(self.path.parent)
 
     def _v1_mark(self) -> Mark | None:
-        """The version 1 mark (adopting a format 1 client's), for a version 2 file's first write."""
+        """The version 1 mark (adopting a format 1 client's, see :meth:`_adopt_legacy`)."""
         try:
             return self._read_v1()
         except FileNotFoundError:
