@@ -357,3 +357,22 @@ def test_a_remembered_chunk_that_is_gone_is_written_again(repo_path: Path, key: 
     chunks = [e.oid for e in store.repo.read_tree(oid) if e.name != "h"]
     assert len(chunks) > 10 and all(store.repo.has(c) for c in chunks)
     assert store.codec.read_file(oid) == edited
+
+
+def test_common_suffix_of_short_and_long_tails_alike() -> None:
+    """The common suffix of short tails is found at once (integers), of long ones by search:
+    both give the byte-by-byte answer."""
+    from gitmem.chunking import _common_suffix
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        size = rng.choice([0, 1, 2, 100, 8191, 8192, 8193, 20000])
+        a = bytes(rng.choice(b"ab") for _ in range(size))
+        b = bytearray(a[rng.randint(0, 3) :] if a else b"")
+        if b and rng.random() < 0.7:
+            b[rng.randrange(len(b))] ^= 1
+        limit = rng.randint(0, size + 1)
+        expected = 0
+        while expected < min(len(a), len(b), limit) and a[-1 - expected] == b[-1 - expected]:
+            expected += 1
+        assert _common_suffix(a, bytes(b), limit) == expected
