@@ -145,9 +145,7 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
 def cold_reader(store: MemoryStore) -> Callable[[], object]:
     def read() -> object:
         # A cold read: no cached listings, sizes or remembered files in the store object.
-        store.codec._dirs.clear()
-        store.codec._sizes.clear()
-        store.codec.chunker.forget()
+        store.codec.forget()
         return store.read_text(PATH)
 
     return read

@@ -93,6 +93,14 @@ class _Loaded:
     # The serialized entries, kept on the newest version written of a directory only: the
     # next version is spliced from them (one write of a big directory costs its changes).
     serial: _Serial | None = None
+    _by_sealed: dict[str, str] | None = None
+
+    def by_sealed(self) -> dict[str, str]:
+        """The names by their sealed entry names (built on first use)."""
+        inverse = self._by_sealed
+        if inverse is None:
+            inverse = self._by_sealed = {raw: name for name, raw in self.sealed.items()}
+        return inverse
 
     def folded(self) -> _FoldIndex:
         """The names by fold key, built on first use (one fold per name, once per tree)."""
@@ -121,12 +129,23 @@ class TreeCodec:
         # The last root tree write_dir wrote with the metadata blob: stamp_root need not read
         # it back (its id is the hash of exactly those entries).
         self._stamped: tuple[str, str] | None = None
+        # The newest listing loaded or written at each path: a new version of the directory
+        # (another process wrote) is opened from it, one lookup per unchanged entry.
+        self._latest: BoundedCache[MemoryPath, _Loaded] = BoundedCache(_DIR_CACHE_ENTRIES)
         # Remembers the files last read or written, so that writing an edited version rehashes
         # only around the edit and reuses the blobs of unchanged chunks.
         self.chunker = chunking.Chunker(keys.chunker_seed)
         # The metadata blob every root tree this codec writes carries (format 2); None for a
         # format 1 store until its first write upgrades it.
         self.meta_blob: str | None = None
+
+    def forget(self) -> None:
+        """Drop everything cached (listings, sizes, remembered files): the next reads are cold."""
+        self._dirs.clear()
+        self._latest.clear()
+        self._sizes.clear()
+        self._stamped = None
+        self.chunker.forget()
 
     # -- directories ----------------------------------------------------------------------
 
@@ -139,6 +158,11 @@ class TreeCodec:
         parent = str(path)
         nodes: dict[str, Node] = {}
         sealed: dict[str, str] = {}
+        # Entry names already opened at this path, by sealed name: sealing is deterministic
+        # and binds the parent path, so an identical sealed name under the same parent opens
+        # to the same name and kind (it was authenticated when first opened).
+        previous = self._latest.get(path)
+        known = {} if previous is None else previous.by_sealed()
         for entry in self.repo.read_tree(oid):
             if path.is_root and entry.name == META_ENTRY:
                 # The store's metadata, not a memory entry (format 2).
@@ -149,19 +173,30 @@ class TreeCodec:
                 continue
             if entry.mode != TREE_MODE:
                 raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
-            try:
-                name, kind = self.keys.open_name(entry.name, parent)
-            except IntegrityError:
-                raise IntegrityError(
-                    f"an entry name in directory {parent} failed authentication (tree {oid})"
-                ) from None
+            name = known.get(entry.name)
+            if name is not None:
+                kind = entry.name[:1]
+            else:
+                name, kind = self._open_name(entry.name, parent, oid)
             if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in nodes:
                 raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
             nodes[name] = Node(kind, entry.oid)
             sealed[name] = entry.name
         loaded = _Loaded(nodes, sealed)
-        self._dirs.put(key, loaded, len(nodes) + 1)
+        self._remember(key, loaded)
         return loaded
+
+    def _remember(self, key: tuple[str, MemoryPath], loaded: _Loaded) -> None:
+        self._dirs.put(key, loaded, len(loaded.nodes) + 1)
+        self._latest.put(key[1], loaded, len(loaded.nodes) + 1)
+
+    def _open_name(self, raw: str, parent: str, oid: str) -> tuple[str, str]:
+        try:
+            return self.keys.open_name(raw, parent)
+        except IntegrityError:
+            raise IntegrityError(
+                f"an entry name in directory {parent} failed authentication (tree {oid})"
+            ) from None
 
     def write_dir(
         self,
@@ -218,8 +253,7 @@ class TreeCodec:
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        loaded = _Loaded(nodes, names, fold_index, serial)
-        self._dirs.put((oid, path), loaded, len(nodes) + 1)
+        self._remember((oid, path), _Loaded(nodes, names, fold_index, serial))
         return oid
 
     def stamp_root(self, oid: str) -> str:

@@ -433,3 +433,39 @@ def test_commits_are_the_bytes_libgit2_writes(tmp_path: Path) -> None:
         repo.write_commit(tree[:39], [], b"m")
     with pytest.raises(ValueError, match="is not a full object id"):
         repo.write_commit(tree, [tree.upper()], b"m")
+
+
+def test_a_directory_another_instance_changed_opens_only_its_new_names(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = GitMemoryTool(tmp_path / "s.git", key=key, session="one")
+    op, _ = one.store.write("seed", lambda head, tree: seed_files(tree, 50))
+    assert op is not None
+    one.call({"command": "view", "path": "/memories/big"})
+    other = GitMemoryTool(tmp_path / "s.git", key=key, session="other")
+    create(other, "/memories/big/new.md", "from the other instance\n")
+    opened = count_calls(monkeypatch, type(one.store.keys), "open_name")
+    listing = one.call({"command": "view", "path": "/memories/big"})
+    assert "/memories/big/new.md" in listing and "/memories/big/Note49.md" in listing
+    # Only the new name is opened: the 50 others, and the root's, are known by sealed name.
+    assert len(opened) == 1
+
+
+def test_a_known_sealed_name_is_reused_only_under_its_own_parent(tool: GitMemoryTool) -> None:
+    create(tool, "/memories/a/x.md")
+    create(tool, "/memories/b/y.md")
+    store = tool.store
+    snapshot = store.snapshot()
+    a_path, b_path = gitmem.parse_path("/memories/a"), gitmem.parse_path("/memories/b")
+    a_node, b_node = snapshot.lookup(a_path), snapshot.lookup(b_path)
+    assert a_node is not None and b_node is not None
+    codec = store.codec
+    b_entries = store.repo.read_tree(b_node.oid)
+    codec.load_dir(a_node.oid, a_path)  # /memories/a's names are now known
+    # /memories/b's entry planted in a tree read at /memories/a: opened, and refused.
+    planted = store.repo.write_tree(store.repo.read_tree(a_node.oid) + b_entries)
+    with pytest.raises(gitmem.IntegrityError, match="failed authentication"):
+        codec.load_dir(planted, a_path)
+    # A fresh codec (nothing known) says the same.
+    with pytest.raises(gitmem.IntegrityError, match="failed authentication"):
+        TreeCodec(store.repo, store.keys).load_dir(planted, a_path)
