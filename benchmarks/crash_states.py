@@ -500,10 +500,19 @@ def setup(root: Path, key: str) -> dict[str, str]:
     return store.files()
 
 
-def drive(root: Path, key: str, writes: int, expected_out: Path) -> None:
-    """The traced child: run the workload, touching ``<root>/ACK-<n>`` after each write."""
-    from gitmem import MemoryStore
+def drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool = False) -> None:
+    """The traced child: run the workload, touching ``<root>/ACK-<n>`` after each write.
+
+    With ``maintain``, automatic maintenance checks after every write and packs from 8 loose
+    objects on (instead of one write in 8, from about 64), so that packing is in the trace.
+    """
+    from gitmem import MemoryStore, gitrepo
     from gitmem.paths import parse
+
+    if maintain:
+        os.environ.pop("GITMEM_GC_AUTO", None)
+        gitrepo.AUTO_CHECK_EVERY, gitrepo.AUTO_PACK_LOOSE = 1, 8
+        gitrepo._loose_estimate = lambda objects: len(gitrepo._loose_objects(objects))
 
     store = MemoryStore.open(root / STORE, key, state_dir=root / STATE)
     states = []
@@ -560,7 +569,9 @@ class Result:
     failures: list[dict[str, Any]] = field(default_factory=list)
 
 
-def trace_run(root: Path, key: str, writes: int, trace_out: Path, expected_out: Path) -> None:
+def trace_run(
+    root: Path, key: str, writes: int, trace_out: Path, expected_out: Path, maintain: bool = False
+) -> None:
     """Run the driver under strace, recording every call on files."""
     env = dict(os.environ, GITMEM_KEY=key)
     command = [
@@ -568,10 +579,14 @@ def trace_run(root: Path, key: str, writes: int, trace_out: Path, expected_out: 
         "-o", str(trace_out), sys.executable, __file__, "--drive", str(root),
         "--writes", str(writes), "--expected", str(expected_out),
     ]  # fmt: skip
+    if maintain:
+        command.append("--maintain")
     subprocess.run(command, env=env, check=True)
 
 
-def run(writes: int, random_subsets: int, base: Path | None = None) -> Result:
+def run(
+    writes: int, random_subsets: int, base: Path | None = None, maintain: bool = False
+) -> Result:
     """Trace a run of ``writes`` writes and check every crash state it could leave."""
     from gitmem import generate_key, wal
 
@@ -581,7 +596,7 @@ def run(writes: int, random_subsets: int, base: Path | None = None) -> Result:
         initial = setup(root, key)
         model = _Model(root)
         trace_out, expected_out = Path(tmp) / "trace", Path(tmp) / "expected.json"
-        trace_run(root, key, writes, trace_out, expected_out)
+        trace_run(root, key, writes, trace_out, expected_out, maintain)
         rec = record(trace_out.read_text("latin-1"), root, model)
         expected = [initial, *json.loads(expected_out.read_text())]
         result = Result(writes, rec.events, len(rec.flushes))
@@ -613,15 +628,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random", type=int, default=20, help="random subsets per crash point")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--dir", type=Path, default=None, help="where to work")
+    parser.add_argument(
+        "--maintain", action="store_true", help="pack loose objects often during the writes"
+    )
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.drive is not None:
-        drive(args.drive, os.environ["GITMEM_KEY"], args.writes, args.expected)
+        drive(args.drive, os.environ["GITMEM_KEY"], args.writes, args.expected, args.maintain)
         return 0
     if shutil.which("strace") is None:
         parser.error("strace is required (apt-get install strace)")
-    result = run(args.writes, args.random, args.dir)
+    result = run(args.writes, args.random, args.dir, args.maintain)
     if args.json:
         print(json.dumps(result.__dict__))
     else:

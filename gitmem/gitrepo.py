@@ -1281,6 +1281,10 @@ class GitRepo:
                 if part.exists():
                     fsync_file(part)
                     os.replace(part, target.with_suffix(suffix))
+            # Both directories of the renames: only then are the new names durable whatever
+            # the file system, and loose objects removed next (unflushed, since the redo log
+            # flushes nothing else) can never outlive the pack that holds them.
+            fsync_dir(tmp)
             self.fsync_dir(str(pack_dir.relative_to(self.path)))
             return target
         finally:

@@ -145,6 +145,15 @@ def test_pwrite_inside_and_past_the_end_is_durable_after_fdatasync_only(tmp_path
     assert {s.files["old"] for s in first} == {b"old data", b"old data\0\0\0\0REC1"}
 
 
+def test_a_power_loss_while_writes_pack_loose_objects_loses_nothing(tmp_path: Path) -> None:
+    # Maintenance packs loose objects, then removes them unflushed. Its pack's names must be
+    # durable first, in both directories of their renames: no write's syncfs covers them any
+    # more.
+    result = cs.run(writes=2, random_subsets=0, base=tmp_path, maintain=True)
+    assert result.flushes > 2  # the pack's fsyncs are in the trace
+    assert result.failures == []
+
+
 def test_the_checker_finds_the_losses_a_store_without_recovery_would_have(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
