@@ -227,13 +227,16 @@ class _Scan:
 
 
 _COMPARE_BLOCK = 8192
+_FIRST_COMPARE = 32
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
     """The length of the longest common prefix of ``a`` and ``b`` (memcmp speed)."""
     limit = min(len(a), len(b))
     view = memoryview(b)
-    lo, step = 0, _COMPARE_BLOCK  # a[:lo] == b[:lo]; blocks grow so that long runs cost little
+    # a[:lo] == b[:lo]. Blocks start small (files that differ early, as most do, bisect a few
+    # bytes) and grow, so that long runs cost little.
+    lo, step = 0, _FIRST_COMPARE
     while lo < limit and a.startswith(view[lo : min(lo + step, limit)], lo):
         lo, step = lo + step, step * 2
     if lo >= limit:
