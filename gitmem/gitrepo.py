@@ -97,9 +97,11 @@ _TMP_SEQ = itertools.count()
 _PROCESS = [os.getpid()]
 os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
 # A file whose change time is at least this far in the past when it is checked cannot change
-# again without its times changing (file-system timestamps are coarser than the clock, by up to
-# a scheduler tick; git's index uses the same "racy" rule).
+# again without its times changing: file-system timestamps are coarser than the clock, by up to
+# a scheduler tick where they have sub-second parts (ext4, xfs, btrfs, tmpfs), by up to two
+# seconds where they have none (FAT, old ext3). git's index uses the same "racy" rule.
 _RACY_SECONDS = 2.0
+_RACY_FINE_SECONDS = 0.05
 _TYPE_NAMES = {
     int(ObjectType.COMMIT): b"commit",
     int(ObjectType.TREE): b"tree",
@@ -464,7 +466,7 @@ class GitRepo:
         finally:
             os.close(fd)
         oid = _parse_loose_ref(name, data)
-        if info.st_ctime < checked_at - _RACY_SECONDS:
+        if _settled(info, checked_at):
             self._refs[name] = (_identity(info), oid)
         return oid
 
@@ -917,7 +919,7 @@ class GitRepo:
         identity = _identity(info)
         if identity == self._clean_config:
             return
-        if self._reflogs_off() and info.st_ctime < checked_at - _RACY_SECONDS:
+        if self._reflogs_off() and _settled(info, checked_at):
             self._clean_config = identity
 
     def _reflogs_off(self) -> bool:
@@ -1424,6 +1426,13 @@ def _identity(info: os.stat_result) -> tuple[int, ...]:
     """What tells one version of a file from another: device, inode, size, modification and
     change times (trusted only for files changed well before they were looked at)."""
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _settled(info: os.stat_result, checked_at: float) -> bool:
+    """True when the file ``info`` describes changed long enough before ``checked_at`` (the
+    clock, read before the stat) that any later change must show in its identity."""
+    fine = info.st_ctime_ns % 1_000_000_000 != 0  # whole seconds: a coarse file system
+    return info.st_ctime < checked_at - (_RACY_FINE_SECONDS if fine else _RACY_SECONDS)
 
 
 def _parse_loose_ref(name: str, data: bytes) -> str:

@@ -298,6 +298,7 @@ def test_reflogs_stay_off_when_the_config_changes_after_it_was_found_clean(
     (rewritten in place, or replaced) is looked at under the next lock."""
     # Every config counts as old enough to be remembered (in a test it is seconds old at most).
     monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
+    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
     config = repo.path / "config"
     for change in ("in place", "replaced"):
         with repo.write_lock(5):
@@ -360,7 +361,9 @@ def test_a_ref_known_by_its_file_is_read_again_once_the_file_changes(
     ref.write_text(f"{ID_A}\n")
     assert repo.ref(BRANCH) == ID_A
     assert BRANCH not in repo._refs  # just written: not remembered (git's racy rule)
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)  # every file counts as old enough
+    # Every file counts as old enough.
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
+    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
     assert repo.ref(BRANCH) == ID_A
     assert BRANCH in repo._refs
     moved = repo.write_blob(b"another commit, as far as the ref is concerned")
@@ -372,3 +375,20 @@ def test_a_ref_known_by_its_file_is_read_again_once_the_file_changes(
     os.mkfifo(ref)
     with pytest.raises(IntegrityError, match="is not a regular file"):
         repo.ref(BRANCH)
+
+
+def test_a_file_is_settled_only_well_after_its_last_change() -> None:
+    """git's racy rule: sub-second timestamps (a tick coarse) settle after 50 ms, whole-second
+    ones (FAT, old ext3) after two seconds."""
+
+    def changed_at(ns: int) -> os.stat_result:
+        seconds = ns / 1e9
+        times = (int(seconds),) * 3 + (seconds,) * 3 + (ns,) * 3
+        return os.stat_result((0o100600, 1, 1, 1, 0, 0, 41, *times))
+
+    fine, coarse = changed_at(1_000_000_007), changed_at(1_000_000_000)
+    assert fine.st_ctime_ns == 1_000_000_007 and coarse.st_ctime_ns == 1_000_000_000
+    assert not gitrepo._settled(fine, fine.st_ctime + 0.01)
+    assert gitrepo._settled(fine, fine.st_ctime + 0.06)
+    assert not gitrepo._settled(coarse, coarse.st_ctime + 1.5)
+    assert gitrepo._settled(coarse, coarse.st_ctime + 2.5)
