@@ -181,7 +181,7 @@ def _refuse_encoded_traversal(path: str) -> None:
     it (``%c0%ae``, ``%e0%80%ae``) and the NFKC look-alikes it may decode to (``%ef%bc%8e``,
     a fullwidth full stop) are all one thing to a server that decodes leniently.
     """
-    slashes = unicodedata.normalize("NFKC", path).count("/")
+    slashes = (path if path.isascii() else unicodedata.normalize("NFKC", path)).count("/")
     current = path
     for _ in range(_DECODE_ROUNDS):
         if not _PERCENT.search(current) and not _PERCENT_U.search(current):
@@ -215,10 +215,12 @@ def _overlong_char(match: re.Match[bytes]) -> bytes:
 def _check_component(path: str, component: str) -> str:
     if component in (".", ".."):
         raise InvalidPath(path, f"'{component}' components are not allowed")
-    folded = unicodedata.normalize("NFKC", component)
+    # ASCII is its own NFKC and NFC form.
+    ascii_only = component.isascii()
+    folded = component if ascii_only else unicodedata.normalize("NFKC", component)
     if folded in (".", "..") or "/" in folded or "\\" in folded:
         raise InvalidPath(path, "a component is a look-alike of '.', '..' or a separator")
-    name = unicodedata.normalize("NFC", component)
+    name = component if ascii_only else unicodedata.normalize("NFC", component)
     if len(name.encode("utf-8")) > MAX_COMPONENT_BYTES:
         raise InvalidPath(path, f"a component is longer than {MAX_COMPONENT_BYTES} bytes")
     lowered = folded.casefold()

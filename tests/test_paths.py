@@ -801,3 +801,5 @@ def test_ascii_fast_paths_agree_with_the_per_character_rules() -> None:
             c in gitmem_paths._SLASH_LOOKALIKES or gitmem_paths._invisible(c) for c in f"a{ch}b"
         )
         assert not per_character, code
+        # Why components and paths of ASCII skip NFKC and NFC: they are their own forms.
+        assert unicodedata.normalize("NFKC", ch) == ch == unicodedata.normalize("NFC", ch)
