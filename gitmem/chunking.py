@@ -233,6 +233,12 @@ _FIRST_COMPARE = 32
 def _common_prefix(a: bytes, b: bytes) -> int:
     """The length of the longest common prefix of ``a`` and ``b`` (memcmp speed)."""
     limit = min(len(a), len(b))
+    head = min(limit, 16)
+    if a[:head] != b[:head]:  # most files differ early: count the equal bytes one by one
+        at = 0
+        while a[at] == b[at]:
+            at += 1
+        return at
     view = memoryview(b)
     # a[:lo] == b[:lo]. Blocks start small (files that differ early, as most do, bisect a few
     # bytes) and grow, so that long runs cost little.
