@@ -93,9 +93,17 @@ _LOCK_POLL_SECONDS = 0.005
 _TMP_OBJECT = "tmp_obj_gitmem-"
 _OBJECT_FILE_MODE = 0o400
 _TMP_SEQ = itertools.count()
-# This process's id, kept current across fork (os.getpid() is a system call each time).
-_PROCESS = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
+
+
+def _process_tag() -> str:
+    # The process id and a random part (pids repeat: across containers sharing a volume, and
+    # after a killed writer's temporary file was left behind), made once per process and again
+    # in a forked child: os.getpid() and os.urandom() are each a system call.
+    return f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
+_PROCESS = [_process_tag()]
+os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, _process_tag()))
 # A file whose change time is at least this far in the past when it is checked cannot change
 # again without its times changing: file-system timestamps are coarser than the clock, by up to
 # a scheduler tick where they have sub-second parts (ext4, xfs, btrfs, tmpfs), by up to two
@@ -284,7 +292,7 @@ class GitRepo:
         oid = hashlib.sha1(raw).hexdigest()
         data = _zlib_stored(raw)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
-        fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)
+        fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)  # O_EXCL: never another's file
         try:
             try:
                 write_all(fd, data)
