@@ -537,6 +537,19 @@ def drop_loose(repo: Path, oids: list[str]) -> int:
     return dropped
 
 
+def drop_record(repo: Path, record: wal.Record) -> int:
+    """Remove the loose files of the objects ``record`` holds."""
+    return drop_loose(repo, [oid for oid, _, _ in wal.record_objects(record)])
+
+
+def after_reboot(
+    repo: Path, key: str, tmp: Path, monkeypatch: pytest.MonkeyPatch, state: str = "state"
+) -> MemoryStore:
+    """The store as the first process after a power loss opens it."""
+    reboot(tmp, monkeypatch)
+    return MemoryStore.open(repo, key, state_dir=tmp / state)
+
+
 def two_writes(repo: Path, key: str, tmp: Path) -> MemoryStore:
     store = MemoryStore.open(repo, key, create=True, state_dir=tmp / "state")
     store.create(parse("/memories/a.md"), "first\n")
@@ -578,8 +591,7 @@ def test_an_acknowledged_write_whose_objects_the_power_loss_took_is_rebuilt_from
     torn = repo_path / "objects" / record.head(BRANCH)[:2] / record.head(BRANCH)[2:]  # type: ignore[index]
     torn.parent.mkdir(exist_ok=True)
     torn.write_bytes(b"\0" * 10)
-    reboot(tmp_path, monkeypatch)
-    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
     assert again.files() == expected
     assert again.verify().ok
 
@@ -596,7 +608,7 @@ def test_a_ref_that_reached_the_disk_without_its_objects_is_moved_back(
     with open(repo_path / wal.LOG_NAME, "r+b") as handle:
         handle.seek(start)
         handle.write(bytes(end - start))
-    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    drop_record(repo_path, record)
     reboot(tmp_path, monkeypatch)
     assert GitRepo(repo_path).ref(BRANCH) == first_head
     again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "fresh-state")
@@ -611,8 +623,7 @@ def test_an_unreadable_ref_is_pointed_at_the_last_record(
     store = two_writes(repo_path, key, tmp_path)
     expected = store.files()
     (repo_path / BRANCH).write_bytes(b"")  # the rename survived, the lock's content did not
-    reboot(tmp_path, monkeypatch)
-    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
     assert again.files() == expected
 
 
@@ -623,7 +634,7 @@ def test_recovering_twice_changes_nothing_more(
     store = two_writes(repo_path, key, tmp_path)
     expected = store.files()
     record, _, _ = last_record(repo_path)
-    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    drop_record(repo_path, record)
     reboot(tmp_path, monkeypatch)
     repo = GitRepo(repo_path)
     with repo.write_lock(5.0):
@@ -636,8 +647,7 @@ def test_recovering_twice_changes_nothing_more(
         repo.recover()  # same boot: nothing to do
     assert (repo_path / wal.LOG_NAME).read_bytes() == log
     # Interrupted before its checkpoint, then another power loss: it runs again, the same way.
-    reboot(tmp_path, monkeypatch)
-    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
     assert again.files() == expected
     assert (
         sorted(str(p.relative_to(repo_path)) for p in repo_path.rglob("*") if p.is_file()) == files
@@ -751,9 +761,8 @@ def test_records_of_two_processes_interleave_and_all_are_replayed(
     assert len(records) >= 6
     # The power loss took every object written since the generation started.
     for record in records:
-        drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
-    reboot(tmp_path, monkeypatch)
-    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+        drop_record(repo_path, record)
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
     assert again.files() == expected
     assert again.verify().ok
 
@@ -781,9 +790,8 @@ def test_a_full_log_starts_a_new_generation_and_a_huge_record_extends_it(
     assert (repo_path / wal.LOG_NAME).stat().st_size > wal.CAPACITY
     expected = store.files()
     record, _, _ = last_record(repo_path)
-    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
-    reboot(tmp_path, monkeypatch)
-    assert MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files() == expected
+    drop_record(repo_path, record)
+    assert after_reboot(repo_path, key, tmp_path, monkeypatch).files() == expected
 
 
 @needs_log
@@ -794,8 +802,7 @@ def test_a_torn_header_gets_a_new_log_and_loses_nothing(
     expected = store.files()
     with open(repo_path / wal.LOG_NAME, "r+b") as handle:
         handle.write(b"\0" * 16)  # the power loss tore a checkpoint's header rewrite
-    reboot(tmp_path, monkeypatch)
-    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
     assert again.files() == expected
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.boot == wal.boot_id() and header.generation == 1
@@ -810,7 +817,7 @@ def test_a_recovery_cut_short_runs_again_at_the_next_open(
     store = two_writes(repo_path, key, tmp_path)
     expected = store.files()
     record, _, _ = last_record(repo_path)
-    drop_loose(repo_path, [oid for oid, _, _ in wal.record_objects(record)])
+    drop_record(repo_path, record)
     reboot(tmp_path, monkeypatch)
     real = GitRepo.checkpoint
 
