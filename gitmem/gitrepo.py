@@ -180,7 +180,7 @@ class GitRepo:
         made = cls(target)
         # Racing creators take turns, and the lock file, made first, marks a half-initialized
         # directory as gitmem's own so that a creator killed mid-init does not wedge the next.
-        with made.write_lock(timeout):
+        with made.write_lock(timeout, made=False):
             for name in ("config.lock", "HEAD.lock"):
                 with contextlib.suppress(FileNotFoundError):
                     (target / name).unlink()
@@ -842,12 +842,14 @@ class GitRepo:
     # -- locking --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write_lock(self, timeout: float) -> Iterator[None]:
+    def write_lock(self, timeout: float, *, made: bool = True) -> Iterator[None]:
         """Hold the store's exclusive writer lock (an OS file lock) for the block.
 
         The kernel releases the lock when its holder dies, so while it is held no other gitmem
         writer can be mid-update: a ``<ref>.lock`` file libgit2 left behind is then provably
-        stale and is removed.
+        stale and is removed. ``made=False`` is for :meth:`init`, whose repository may be half
+        made (a creator killed inside libgit2's init): it is not opened, so neither reflogs
+        nor the redo log are looked at.
         """
         lock_path = f"{self._root}/{LOCK_FILE}"
         # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
@@ -875,9 +877,11 @@ class GitRepo:
             self._local.locked = True
             try:
                 self._clear_stale_ref_locks()
-                self._no_reflogs()
+                if made:
+                    self._no_reflogs()
                 try:
-                    self.recover()
+                    if made:
+                        self.recover()
                 except OSError as exc:
                     raise StorageError(
                         f"cannot recover the store at {self.path} after a power loss: "

@@ -239,10 +239,12 @@ class MemoryStore:
             try:
                 return not GitRepo(target).has_refs()
             except NoStore:
-                # libgit2 writes `config` (atomically, by rename) after the directories: a
-                # gitmem init killed in between leaves a repository libgit2 will not open,
-                # and no ref can exist yet, since refs are written only after init returns.
-                return (target / LOCK_FILE).is_file() and not (target / "config").exists()
+                # libgit2's init makes the directories, then sets the config one key at a time
+                # (each by a rename): a gitmem init killed in between leaves no config, or one
+                # without `bare = true`, which libgit2 will not open (or opens as non-bare).
+                # gitmem takes its lock file before `git init` and writes refs only after init
+                # returns, so its lock file and no ref on disk mean an init cut short.
+                return (target / LOCK_FILE).is_file() and not _refs_on_disk(target)
         # A directory holding only gitmem's lock file is an init killed before `git init`.
         return not any(target.iterdir()) or (target / LOCK_FILE).is_file()
 
@@ -1306,3 +1308,13 @@ def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
 
 
 __all__ = ["MemoryStore", "NotAFile", "NotFound", "Operation", "PathExists", "VerifyReport"]
+
+
+def _refs_on_disk(repo: Path) -> bool:
+    """Whether any ref file (loose or packed) exists in ``repo``, read without libgit2."""
+    if os.path.lexists(repo / "packed-refs"):
+        return True
+    for _, _, files in os.walk(repo / "refs"):
+        if files:
+            return True
+    return False
