@@ -1314,7 +1314,4 @@ def _refs_on_disk(repo: Path) -> bool:
     """Whether any ref file (loose or packed) exists in ``repo``, read without libgit2."""
     if os.path.lexists(repo / "packed-refs"):
         return True
-    for _, _, files in os.walk(repo / "refs"):
-        if files:
-            return True
-    return False
+    return any(files for _, _, files in os.walk(repo / "refs"))
