@@ -180,7 +180,8 @@ class GitRepo:
         made = cls(target)
         # Racing creators take turns, and the lock file, made first, marks a half-initialized
         # directory as gitmem's own so that a creator killed mid-init does not wedge the next.
-        with made.write_lock(timeout, made=False):
+        # Only the flock: libgit2's init killed mid-way can leave a repository that does not open.
+        with made._exclusive(timeout):
             for name in ("config.lock", "HEAD.lock"):
                 with contextlib.suppress(FileNotFoundError):
                     (target / name).unlink()
@@ -842,15 +843,36 @@ class GitRepo:
     # -- locking --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write_lock(self, timeout: float, *, made: bool = True) -> Iterator[None]:
+    def write_lock(self, timeout: float) -> Iterator[None]:
         """Hold the store's exclusive writer lock (an OS file lock) for the block.
 
         The kernel releases the lock when its holder dies, so while it is held no other gitmem
         writer can be mid-update: a ``<ref>.lock`` file libgit2 left behind is then provably
-        stale and is removed. ``made=False`` is for :meth:`init`, whose repository may be half
-        made (a creator killed inside libgit2's init): it is not opened, so neither reflogs
-        nor the redo log are looked at.
+        stale and is removed.
         """
+        with self._exclusive(timeout):
+            self._local.locked = True
+            try:
+                self._clear_stale_ref_locks()
+                self._no_reflogs()
+                try:
+                    self.recover()
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot recover the store at {self.path} after a power loss: "
+                        f"{exc.strerror or exc}; nothing was written"
+                    ) from None
+                yield
+            finally:
+                self._local.locked = False
+                # The setting was put back to false above, under this lock; what a write
+                # can still leave is a log file (another program's, while the lock was held).
+                self._no_reflogs(config=False)
+
+    @contextlib.contextmanager
+    def _exclusive(self, timeout: float) -> Iterator[None]:
+        """The writer lock's ``flock`` alone, opening nothing of the repository (which
+        :meth:`init` may find half made)."""
         lock_path = f"{self._root}/{LOCK_FILE}"
         # O_NOFOLLOW: a symlink planted in the repository must not redirect the lock elsewhere.
         try:
@@ -874,28 +896,10 @@ class GitRepo:
                             f"another writer held the lock on {self.path} for over {timeout:g}s"
                         ) from None
                     time.sleep(_LOCK_POLL_SECONDS)
-            self._local.locked = True
             try:
-                self._clear_stale_ref_locks()
-                if made:
-                    self._no_reflogs()
-                try:
-                    if made:
-                        self.recover()
-                except OSError as exc:
-                    raise StorageError(
-                        f"cannot recover the store at {self.path} after a power loss: "
-                        f"{exc.strerror or exc}; nothing was written"
-                    ) from None
                 yield
             finally:
-                self._local.locked = False
-                try:
-                    # The setting was put back to false above, under this lock; what a write
-                    # can still leave is a log file (another program's, while the lock was held).
-                    self._no_reflogs(config=False)
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 
