@@ -32,6 +32,7 @@ from .errors import (
     NotFound,
     PathExists,
     RollbackDetected,
+    StorageError,
     StoreReplaced,
     UsageError,
     shown_repr,
@@ -270,18 +271,26 @@ class MemoryStore:
         opts = StoreOptions.of(options, **settings)
         raw = decode_key(generate_key() if key is None else key)
         credential = Credential("key=", key=raw)
-        repo = GitRepo.init(path, opts.lock_timeout)
-        with repo.write_lock(opts.lock_timeout):
-            meta = cls._read_meta(repo)
-            if meta is None:
-                store_id = new_store_id()
-                check = StoreKeys.derive(raw, store_id).check_value()
-                meta = StoreMeta(fmt.FORMAT_VERSION, store_id, check)
-                if key is None:
-                    if passphrase is None:
-                        raise UsageError("a new store needs a key or a passphrase")
-                    meta = keyslots.with_passphrase(meta, raw, passphrase, kdf)
-                repo.create_ref(META_REF, repo.write_blob(meta.to_bytes()))
+        if key is None and passphrase is None:
+            raise UsageError("a new store needs a key or a passphrase")
+        try:
+            repo = GitRepo.init(path, opts.lock_timeout)
+            with repo.write_lock(opts.lock_timeout):
+                meta = cls._read_meta(repo)
+                if meta is None:
+                    store_id = new_store_id()
+                    check = StoreKeys.derive(raw, store_id).check_value()
+                    meta = StoreMeta(fmt.FORMAT_VERSION, store_id, check)
+                    if key is None:
+                        meta = keyslots.with_passphrase(meta, raw, passphrase or "", kdf)
+                    repo.create_ref(META_REF, repo.write_blob(meta.to_bytes()))
+        except OSError as exc:
+            # A full disk or a read-only parent: what was made has no ref yet, so the same
+            # command adopts it once the cause is gone (see vacant).
+            raise StorageError(
+                f"cannot create the store at {path}: {exc.strerror or exc}; nothing usable was "
+                "written, and the same command can be run again once that is fixed"
+            ) from None
         if key is None and passphrase is not None:
             credential = Credential("passphrase=", passphrase=passphrase)
         keyring = unlock(meta, credential, str(path))

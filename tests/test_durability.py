@@ -453,6 +453,27 @@ def test_a_full_disk_refuses_the_write_clearly_and_leaves_the_ref_unmoved(
     assert [op.seq for op in tool.store.log()] == [3, 2, 1]
 
 
+@pytest.mark.parametrize("point", ["write_blob", "create_ref"])
+def test_a_full_disk_while_creating_a_store_is_a_clear_error_and_the_same_call_works_after(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    repo = tmp_path / "store.git"
+    with monkeypatch.context() as patched:
+        patched.setattr(GitRepo, point, no_space)
+        with pytest.raises(StorageError) as refused:
+            gitmem.GitMemoryTool(repo, key=key)
+    assert str(refused.value) == (
+        f"cannot create the store at {repo}: No space left on device; nothing usable was "
+        "written, and the same command can be run again once that is fixed"
+    )
+    assert MemoryStore.vacant(repo)
+    tool = gitmem.GitMemoryTool(repo, key=key)
+    assert tool.call({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}) == (
+        "File created successfully at: /memories/a.md"
+    )
+    assert tool.store.verify().ok
+
+
 def test_a_full_disk_under_the_high_water_mark_does_not_fail_a_committed_write(
     tool: gitmem.GitMemoryTool, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
