@@ -140,14 +140,20 @@ def gear_hash(data: bytes, pos: int, seed: bytes) -> int:
 
 
 class _Scan:
-    """Lazily computed cut candidates of ``data`` from offset ``start`` on.
+    """Lazily computed cut candidates of ``data`` from offset ``start`` on (only where a chunk
+    can end: none closer than ``min_size`` to the start of the chunk being decided).
 
     A candidate is a cut offset whose hash passes ``mask`` (the loosest mask in use; masks are
     nested, so every stricter test only needs the candidates' hash values).
     """
 
-    def __init__(self, data: bytes, start: int, tables: tuple[bytes, bytes], mask: int):
+    def __init__(
+        self, data: bytes, start: int, tables: tuple[bytes, bytes], mask: int, min_size: int
+    ):
         self.data = data
+        # The smallest min_size of the params :meth:`decide` is given: no cut lies closer than
+        # that to the start of its chunk, so the hashes before it are never needed.
+        self.min_size = min_size
         self.low, self.high = tables
         self.mask = mask
         plane = (mask >> 16) & 0xFF
@@ -210,6 +216,10 @@ class _Scan:
         if size - start <= params.min_size:
             return size
         limit = min(start + params.max_size, size)
+        # Chunks start at 0 or at an earlier chunk's end, never before an earlier start: no
+        # later call needs a candidate below this chunk's smallest possible end, so the scan
+        # skips the bytes before it (for a small file, most of the file).
+        self.done = max(self.done, start + self.min_size)
         self.ensure(limit + 1)
         cuts, values = self.cuts, self.values
         i, count = bisect_left(cuts, start + params.min_size), len(cuts)
@@ -443,7 +453,8 @@ class Chunker:
             start = end
         shift = size - old_size
         tail_from = old_size - suffix
-        scan = _Scan(data, start, self.tables, tail_cut.mask_loose)
+        min_size = min(body.min_size, tail_cut.min_size)
+        scan = _Scan(data, start, self.tables, tail_cut.mask_loose, min_size)
         tail = single
         while start < size:
             end = scan.decide(start, tail_cut if tail else body)

@@ -3,6 +3,7 @@ and the same whether a file is split afresh or incrementally from its previous v
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from itertools import accumulate, pairwise
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 
 import gitmem
 from gitmem import chunking, parse_path
-from gitmem.chunking import SMALLEST, Chunker, Params, gear_hash, params_for, tail_params
+from gitmem.chunking import (
+    SMALLEST,
+    WINDOW,
+    Chunker,
+    Params,
+    gear_hash,
+    params_for,
+    tail_params,
+)
 from gitmem.store import MemoryStore
 
 SEED = bytes(range(32))
@@ -380,3 +389,44 @@ def test_common_prefix_and_suffix_of_short_and_long_data_alike() -> None:
         while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
             prefix += 1
         assert _common_prefix(a, bytes(b)) == prefix
+
+
+@functools.cache
+def candidate_block() -> bytes:
+    """16 bytes whose gear hash passes every mask used here (up to 15 bits): repeated, they
+    make a candidate cut every 16 bytes, so cuts land right at each minimum chunk size."""
+    rnd = random.Random(7)
+    while True:
+        block = bytes(rnd.randrange(256) for _ in range(WINDOW))
+        if gear_hash(block, WINDOW - 1, SEED) & reference_mask(15) == 0:
+            return block
+
+
+@pytest.mark.parametrize("phase", range(0, WINDOW, 3))
+def test_cuts_at_the_minimum_size_match_the_reference(phase: int) -> None:
+    # The scan starts at each chunk's smallest possible end; a cut right there, or right
+    # after, must still be found, for every size from below the minimum to past it.
+    data = bytes(range(phase)) + candidate_block() * 80
+    chunker = Chunker(SEED)
+    low = SMALLEST.min_size
+    for size in [*range(low - 20, low + 40), *range(2 * low - 20, 2 * low + 40)]:
+        assert chunker.cuts(data[:size]) == reference_cuts(data[:size], SEED), size
+
+
+def test_a_tail_decision_after_a_body_one_from_the_same_start_sees_every_candidate() -> None:
+    # When the body chunk would be the last, the same start is decided again with the tail's
+    # smaller minimum: its candidates between the two minimums must have been scanned. Data:
+    # random bytes (almost no candidates) with one candidate at 700, between 512 and 1024.
+    body, tail = params_for(100_000), SMALLEST
+    assert tail.min_size < 700 < body.min_size
+    for seed in range(1000):  # the first random filling with no body candidate
+        rnd = random.Random(seed)
+        data = bytearray(rnd.randrange(256) for _ in range(1500))
+        data[700 - WINDOW : 700] = candidate_block()
+        hashes = reference_hashes(bytes(data), SEED)
+        if all(hashes[c - 1] & body.mask_loose for c in range(body.min_size, len(data))):
+            break
+    start = 0
+    scan = chunking._Scan(bytes(data), start, Chunker(SEED).tables, tail.mask_loose, tail.min_size)
+    assert scan.decide(start, body) == len(data)  # no body cut: the rest is the tail
+    assert scan.decide(start, tail) == 700
