@@ -150,7 +150,9 @@ def decode_message(message: bytes) -> bytes:
 
 def encode_header(size: int, chunks: int) -> bytes:
     """Plaintext of a file header: the file's size in bytes and its chunk count."""
-    return json.dumps({"size": size, "chunks": chunks}, separators=(",", ":")).encode()
+    # The bytes json.dumps({"size": size, "chunks": chunks}, separators=(",", ":")) gives
+    # for two ints, formatted directly: a few microseconds less per file written.
+    return b'{"size":%d,"chunks":%d}' % (size, chunks)
 
 
 def decode_header(data: bytes) -> tuple[int, int]:
