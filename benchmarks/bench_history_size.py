@@ -13,11 +13,15 @@ databases measured.
     python benchmarks/bench_history_size.py --shape lines   # the second workload
 
 A second shape (``--shape lines``): each session appends eight lines of random words to
-``progress.md`` and ticks one item, nothing else.
+``progress.md`` and ticks one item, nothing else. A third (``--shape notes --sessions 5``):
+each session creates one note of about 200 bytes, nothing else (a small store).
 
 The first figure is the store as the writes left it, with no manual gc: the writes pack their
-loose objects and merge packs by themselves (design.md, "Maintenance"). It is given as bytes of
-the files and as disk use (allocated blocks, which is what a loose object really costs).
+loose objects and merge packs by themselves (design.md, "Maintenance"). It counts the whole
+repository directory of each side, not only its objects: every file (objects, refs, config,
+gitmem's redo log ``gitmem.wal``...) and directory, as bytes of the files and as disk use
+(allocated blocks, as ``du`` counts them, which is what a loose object or the log's
+preallocation really costs). The figures after gc compare the object databases alone.
 
 fsync is off while the stores are built (``--fsync`` turns it on): it changes how long the run
 takes, not a single byte of either repository.
@@ -26,6 +30,7 @@ takes, not a single byte of either repository.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -38,7 +43,7 @@ from pathlib import Path
 import pygit2
 
 import gitmem
-from gitmem import chunking
+from gitmem import chunking, wal
 from gitmem.paths import parse
 from gitmem.store import MemoryStore
 
@@ -99,6 +104,11 @@ def workload(sessions: int, features: int, seed: int = 1, shape: str = "progress
     """The operations of the workload, in order (deterministic for a given ``seed``)."""
     if shape == "lines":
         yield from lines_workload(sessions, features, seed)
+        return
+    if shape == "notes":
+        words = Words(random.Random(seed))
+        for n in range(1, sessions + 1):
+            yield Op(f"session-{n:04d}", "create", f"/memories/note{n}.md", words.text(200))
         return
     rnd = random.Random(seed)
     words = Words(rnd)
@@ -208,9 +218,20 @@ def object_bytes(repo: Path) -> int:
     return sum(p.stat().st_size for p in (repo / "objects").rglob("*") if p.is_file())
 
 
+def file_bytes(repo: Path) -> int:
+    """Bytes of every file in the repository directory (their sizes, not their blocks)."""
+    return sum(p.lstat().st_size for p in repo.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 def disk_use(repo: Path) -> int:
-    """Bytes of disk the object database occupies (allocated blocks, as ``du`` counts)."""
-    return sum(p.stat().st_blocks * 512 for p in (repo / "objects").rglob("*") if p.is_file())
+    """Bytes of disk ``repo`` occupies, as ``du`` counts them: for a repository directory the
+    allocated blocks of every file (objects, refs, config, gitmem's redo log...) and of every
+    directory, its own included. Links are not followed."""
+    total = repo.lstat().st_blocks
+    for root, dirs, files in os.walk(repo):
+        for name in dirs + files:
+            total += os.lstat(os.path.join(root, name)).st_blocks
+    return total * 512
 
 
 def git_gc_aggressive(repo: Path) -> None:
@@ -225,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=1000)
     parser.add_argument("--fsync", action="store_true", help="keep fsync on while building")
     parser.add_argument("--keep", type=Path, help="build the repositories under this directory")
-    parser.add_argument("--shape", choices=("progress", "lines"), default="progress")
+    parser.add_argument("--shape", choices=("progress", "lines", "notes"), default="progress")
     args = parser.parse_args(argv)
     if not args.fsync:
         pygit2.settings.enable_fsync_gitdir(False)
@@ -245,10 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     if store.files() != expected:
         print("the two repositories hold different memories", file=sys.stderr)
         return 1
-    loose = object_bytes(store.path)
+    loose = file_bytes(store.path)
     as_written = disk_use(store.path)
+    log_disk = disk_use(store.path / wal.LOG_NAME)
     subprocess.run(["git", "-C", str(plain_path), "gc", "--quiet"], check=True)
-    plain_gc, plain_gc_disk = object_bytes(plain_path), disk_use(plain_path)
+    plain_gc, plain_gc_disk = file_bytes(plain_path), disk_use(plain_path)
     report = store.gc()
     after_gitmem_gc = object_bytes(store.path)
     git_gc_aggressive(plain_path)
@@ -259,13 +281,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     commits = sum(1 for _ in store.log())
     print(f"workload: {args.sessions} sessions, {args.features} features, {commits} commits")
-    print(f"chunk sizes at the end: {chunking.params_for(len(expected['/memories/progress.md']))}")
+    if "/memories/progress.md" in expected:
+        size = len(expected["/memories/progress.md"])
+        print(f"chunk sizes at the end: {chunking.params_for(size)}")
     print(f"fsync while building: {'on' if args.fsync else 'off'}")
     print(
         f"plain git built in {plain_built - started:.1f}s, "
         f"gitmem in {gitmem_built - plain_built:.1f}s"
     )
-    print(f"gitmem as written (no manual gc): {loose:,} bytes, {as_written:,} on disk")
+    print(
+        f"gitmem as written (no manual gc): {loose:,} bytes, {as_written:,} on disk "
+        f"(the redo log: {log_disk:,})"
+    )
     print(f"plain git after `git gc`:          {plain_gc:,} bytes, {plain_gc_disk:,} on disk")
     print(
         f"ratio as written / plain git gc: {loose / plain_gc:.2f}x bytes, "
