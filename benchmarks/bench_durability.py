@@ -13,6 +13,11 @@ Three measurements (design.md, "Writing", step 7, and "The redo log"):
    four threads at once (group commit shares the log's flushes between threads).
 3. **Preallocation.** A 2 KiB record ``pwrite`` + ``fdatasync`` into written zeros inside the
    file (what the log does) against appending to a growing file, interleaved.
+4. **Log size.** The same creates (each in one of 7 directories, as in 1.) on two logged stores,
+   interleaved: one whose log is a fixed 1 MiB (the size before the log was sized by its
+   use), one sized as design.md ("The redo log") says. Mean and median wall time per write
+   (the mean carries the checkpoints a full log costs), generations started, and the log's
+   size at the end.
 """
 
 from __future__ import annotations
@@ -145,9 +150,57 @@ def preallocation(base: Path, records: int) -> dict[str, float]:
     return {mode: 1e3 * statistics.median(values) for mode, values in times.items()}
 
 
+@contextmanager
+def log_sizes(fixed: bool) -> Iterator[None]:
+    """A fixed 1 MiB log (``fixed``), or the sizing rule of gitmem/wal.py."""
+    saved = wal.MIN_CAPACITY, wal.MAX_CAPACITY
+    if fixed:
+        wal.MIN_CAPACITY = wal.MAX_CAPACITY = 1 << 20
+    try:
+        yield
+    finally:
+        wal.MIN_CAPACITY, wal.MAX_CAPACITY = saved
+
+
+def log_size(base: Path, writes: int) -> dict[str, dict[str, float]]:
+    """Per write (ms, mean and median), generations and final log bytes: fixed 1 MiB vs sized."""
+    key = gitmem.generate_key()
+    modes = ("fixed 1 MiB", "sized")
+    wall: dict[str, list[float]] = {mode: [] for mode in modes}
+    with tempfile.TemporaryDirectory(dir=base) as tmp:
+        stores = {}
+        for mode in modes:
+            with log_sizes(mode == modes[0]):
+                store = gitmem.MemoryStore.open(
+                    Path(tmp) / f"{mode}.git", key, create=True, state_dir=Path(tmp) / mode
+                )
+                store.create(parse("/memories/seed.md"), "seed\n")
+            stores[mode] = store
+        for i in range(writes):
+            for mode in modes if i % 2 == 0 else modes[::-1]:
+                with log_sizes(mode == modes[0]):
+                    start = time.perf_counter()
+                    stores[mode].create(parse(f"/memories/d{i % 7}/n{i}.md"), f"note {i}\n" * 30)
+                    wall[mode].append(time.perf_counter() - start)
+        out = {}
+        for mode in modes:
+            log = stores[mode].path / wal.LOG_NAME
+            header = wal.read_header(log)
+            out[mode] = {
+                "mean_ms": 1e3 * statistics.fmean(wall[mode]),
+                "median_ms": 1e3 * statistics.median(wall[mode]),
+                "generations": float(header.generation if header else 0),
+                "log_bytes": float(log.stat().st_blocks * 512),
+            }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=60, help="timed creates per store")
+    parser.add_argument(
+        "--log-writes", type=int, default=400, help="creates per store for the log's size"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where the stores live")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -158,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "write_path": write_path(base, args.writes),
         "flushes_per_write": flushes_per_write(base, 6),
         "preallocation_ms": preallocation(base, 5 * args.writes),
+        "log_size": log_size(base, args.log_writes),
     }
     if args.json:
         print(json.dumps(result))
@@ -173,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flushes per write, {threads}: {flushes:.2f}")
     for mode, ms in result["preallocation_ms"].items():
         print(f"2 KiB record + fdatasync, {mode}: {ms:.3f} ms")
+    for mode, figures in result["log_size"].items():
+        print(
+            f"log {mode:11s}: {figures['mean_ms']:6.2f} ms mean, {figures['median_ms']:6.2f} ms "
+            f"median per write, {figures['generations']:.0f} generations, "
+            f"{figures['log_bytes']:,.0f} bytes on disk"
+        )
     return 0
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/crash_states.py                  # 8 writes, the default mix
     python benchmarks/crash_states.py --writes 12 --random 40 --json
+    python benchmarks/crash_states.py --small-log  # the log fills and is resized often
 
 In the spirit of ALICE and CrashMonkey. A SIGKILL cannot show durability bugs (the page cache
 survives a killed process); a power loss can. This script
@@ -490,6 +491,21 @@ def workload(writes: int) -> Iterator[tuple[str, dict[str, Any]]]:
             yield "delete", {"path": f"/memories/m/n{i - 1}.md"}
 
 
+@contextlib.contextmanager
+def small_log(on: bool) -> Iterator[None]:
+    """With ``on``, a redo log of one block of records that grows to at most eight: the writes
+    fill it, checkpoint and resize it (a new file) within a few writes."""
+    from gitmem import wal
+
+    saved = wal.MIN_CAPACITY, wal.MAX_CAPACITY, wal.GROW_BELOW
+    if on:
+        wal.MIN_CAPACITY, wal.MAX_CAPACITY, wal.GROW_BELOW = 2 * wal.HEADER_SIZE, 32 << 10, 4
+    try:
+        yield
+    finally:
+        wal.MIN_CAPACITY, wal.MAX_CAPACITY, wal.GROW_BELOW = saved
+
+
 def setup(root: Path, key: str) -> dict[str, str]:
     """The store before the traced run (durable by assumption), and its memory."""
     from gitmem import MemoryStore
@@ -500,12 +516,25 @@ def setup(root: Path, key: str) -> dict[str, str]:
     return store.files()
 
 
-def drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool = False) -> None:
+def drive(
+    root: Path,
+    key: str,
+    writes: int,
+    expected_out: Path,
+    maintain: bool = False,
+    small: bool = False,
+) -> None:
     """The traced child: run the workload, touching ``<root>/ACK-<n>`` after each write.
 
     With ``maintain``, automatic maintenance checks after every write and packs from 8 loose
     objects on (instead of one write in 8, from about 64), so that packing is in the trace.
+    With ``small``, the log is tiny (:func:`small_log`), so that its resizing is in the trace.
     """
+    with small_log(small):
+        _drive(root, key, writes, expected_out, maintain)
+
+
+def _drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool) -> None:
     from gitmem import MemoryStore, gitrepo
     from gitmem.paths import parse
 
@@ -570,7 +599,13 @@ class Result:
 
 
 def trace_run(
-    root: Path, key: str, writes: int, trace_out: Path, expected_out: Path, maintain: bool = False
+    root: Path,
+    key: str,
+    writes: int,
+    trace_out: Path,
+    expected_out: Path,
+    maintain: bool = False,
+    small: bool = False,
 ) -> None:
     """Run the driver under strace, recording every call on files."""
     env = dict(os.environ, GITMEM_KEY=key)
@@ -581,11 +616,17 @@ def trace_run(
     ]  # fmt: skip
     if maintain:
         command.append("--maintain")
+    if small:
+        command.append("--small-log")
     subprocess.run(command, env=env, check=True)
 
 
 def run(
-    writes: int, random_subsets: int, base: Path | None = None, maintain: bool = False
+    writes: int,
+    random_subsets: int,
+    base: Path | None = None,
+    maintain: bool = False,
+    small: bool = False,
 ) -> Result:
     """Trace a run of ``writes`` writes and check every crash state it could leave."""
     from gitmem import generate_key, wal
@@ -593,10 +634,11 @@ def run(
     key = generate_key()
     with tempfile.TemporaryDirectory(prefix="gitmem-crash-", dir=base) as tmp:
         root = Path(tmp) / "root"
-        initial = setup(root, key)
+        with small_log(small):
+            initial = setup(root, key)
         model = _Model(root)
         trace_out, expected_out = Path(tmp) / "trace", Path(tmp) / "expected.json"
-        trace_run(root, key, writes, trace_out, expected_out, maintain)
+        trace_run(root, key, writes, trace_out, expected_out, maintain, small)
         rec = record(trace_out.read_text("latin-1"), root, model)
         expected = [initial, *json.loads(expected_out.read_text())]
         result = Result(writes, rec.events, len(rec.flushes))
@@ -631,15 +673,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--maintain", action="store_true", help="pack loose objects often during the writes"
     )
+    parser.add_argument(
+        "--small-log", action="store_true", help="a tiny redo log, filled and resized often"
+    )
     parser.add_argument("--drive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.drive is not None:
-        drive(args.drive, os.environ["GITMEM_KEY"], args.writes, args.expected, args.maintain)
+        drive(
+            args.drive,
+            os.environ["GITMEM_KEY"],
+            args.writes,
+            args.expected,
+            args.maintain,
+            args.small_log,
+        )
         return 0
     if shutil.which("strace") is None:
         parser.error("strace is required (apt-get install strace)")
-    result = run(args.writes, args.random, args.dir, args.maintain)
+    result = run(args.writes, args.random, args.dir, args.maintain, args.small_log)
     if args.json:
         print(json.dumps(result.__dict__))
     else:

@@ -286,11 +286,17 @@ class GitRepo:
         deflated object, close it, rename it to ``objects/xx/<rest of the id>`` (a fan-out
         directory missing is made, owner-only, and the rename tried again). libgit2 makes about
         fifteen for the same file (it first looks for the object, rescans the pack directory
-        when it is missing, and links then unlinks). An object already there is replaced by the
-        same bytes: ids are hashes of the content.
+        when it is missing, and links then unlinks). An object already there as a loose file is
+        not written again (one ``stat``): replacing it, by a rename of a file not yet flushed,
+        could let a power loss keep the rename and lose the data of an object that was durable
+        (found by ``benchmarks/crash_states.py --small-log``). It is still counted as written, so
+        the write's log record holds it, in case that file is itself not yet durable.
         """
         raw = b"%s %d\0" % (kind, len(payload)) + payload
         oid = hashlib.sha1(raw).hexdigest()
+        if os.path.lexists(f"{self._objects}/{oid[:2]}/{oid[2:]}"):
+            self._wrote(oid, kind, payload)
+            return oid
         data = _zlib_stored(raw)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
         fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)  # O_EXCL: never another's file
@@ -694,11 +700,13 @@ class GitRepo:
                 tail = wal.follow(fd, header, self._tail, BRANCH)
                 record = wal.Record(header.generation, tail.seq, ((name, new),), objects)
                 data = record.to_bytes()
-                full = tail.offset + len(data) > max(os.fstat(fd).st_size, wal.CAPACITY)
-                if tail.last != expected or (full and tail.seq > 1):
+                size = os.fstat(fd).st_size
+                full = tail.offset + len(data) > size and tail.seq > 1
+                if tail.last != expected or full:
                     if attempt:
                         raise StorageError(f"the redo log of {self.path} cannot be started")
-                    self.checkpoint()
+                    # A full log is sized again from how many records this generation held.
+                    self.checkpoint(wal.next_capacity(size, tail.seq - 1) if full else None)
                     continue
                 if os.pwrite(fd, data, tail.offset) != len(data):
                     raise OSError(errno.ENOSPC, "the redo log's record was cut short")
@@ -710,9 +718,13 @@ class GitRepo:
                 if fd >= 0:
                     os.close(fd)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, size: int | None = None) -> None:
         """Under the writer lock: make everything in the repository durable and start a new
-        generation of the redo log from the branch's head (creating the log if missing)."""
+        generation of the redo log from the branch's head (creating the log if missing).
+
+        ``size``: the log's preallocated size from now on (a new file when it changes; by
+        default a new log is :data:`wal.MIN_CAPACITY` long and an existing one keeps its size).
+        """
         self.sync()
         if not (_BATCHED and _wal_on()):
             return
@@ -721,10 +733,12 @@ class GitRepo:
         head = self.ref(BRANCH)
         old = wal.read_header(self._log)
         header = wal.Header(1 if old is None else old.generation + 1, boot, head)
-        if old is None:
-            # Missing, torn or of another version: a new file, so no stale record of an
-            # earlier generation can ever be taken for one of this generation.
-            atomic_write(self._log, wal.new_log(header))
+        resize = old is not None and size is not None and size != self._log.stat().st_size
+        if old is None or resize:
+            # Missing, torn, of another version, or resized: a new file, so no stale record of
+            # an earlier generation can ever be taken for one of this generation, and all of
+            # its zeros are written (see wal.new_log).
+            atomic_write(self._log, wal.new_log(header, size or wal.MIN_CAPACITY))
         else:
             fd = wal.open_log(self._log, write=True)
             try:
@@ -1207,9 +1221,14 @@ class GitRepo:
             report.removed_packs += 1
             _remove_pack(idx)
         for fanout in objects.iterdir() if objects.is_dir() else []:
+            if _stale_temporary(fanout, now, grace):
+                report.temporaries += 1
             if len(fanout.name) != 2 or not fanout.is_dir():
                 continue
             for loose in fanout.iterdir():
+                if _stale_temporary(loose, now, grace):
+                    report.temporaries += 1
+                    continue
                 oid = fanout.name + loose.name
                 if len(oid) != 40 or any(c not in "0123456789abcdef" for c in oid):
                     continue
@@ -1529,6 +1548,25 @@ def _loose_objects(objects: Path) -> list[str]:
 
 
 _HEX_TEXT = frozenset("0123456789abcdef")
+# The temporary files an object writer killed mid-write leaves: gitmem's own (GitRepo._write_loose,
+# in objects/) and libgit2's (in objects/ or a fan-out directory).
+_TEMPORARY_OBJECT_PREFIXES = (_TMP_OBJECT, "tmp_object_git2_")
+
+
+def _stale_temporary(path: Path, now: float, grace: float) -> bool:
+    """Remove ``path`` and return True if it is an object writer's temporary file older than
+    ``grace`` seconds; a younger one may be a live writer's (gc's lock does not bind libgit2
+    writers outside gitmem), so it stays, as does anything else."""
+    if not path.name.startswith(_TEMPORARY_OBJECT_PREFIXES):
+        return False
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < grace:
+            return False
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _packs_to_merge(pack_dir: Path) -> list[Path]:
@@ -1575,6 +1613,8 @@ class GcReport:
     pruned: int = 0
     kept: int = 0
     removed_packs: int = 0
+    # Temporary object files left by writers killed mid-write, removed once older than the grace.
+    temporaries: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
     # Objects that refs other than gitmem's own reach but that are missing: nothing to keep.

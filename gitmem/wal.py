@@ -28,8 +28,13 @@ MAGIC = b"gitmemWL"
 RECORD_MAGIC = b"GMWR"
 HEADER_SIZE = 4096
 """Records start here: the header has its own block, so rewriting it never tears a record."""
-CAPACITY = 1 << 20
-"""The log's preallocated size; a generation whose next record does not fit is checkpointed."""
+MIN_CAPACITY = 64 << 10
+"""A new log's preallocated size, and the smallest a full log shrinks to."""
+MAX_CAPACITY = 1 << 20
+"""The largest a full log grows to (a record larger than the log still extends it)."""
+GROW_BELOW = 64
+"""A generation that fills the log with fewer records than this doubles the next one's size;
+one that fills it with at least four times as many halves it (design.md, "The redo log")."""
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 """Where the kernel names the current boot; the crash-state checker points it elsewhere."""
 
@@ -209,7 +214,20 @@ def records(
         offset, seq = found[1], seq + 1
 
 
-def new_log(header: Header, size: int = CAPACITY) -> bytes:
+def next_capacity(size: int, records: int) -> int:
+    """The preallocated size for the generation after one that filled a log of ``size`` bytes
+    with ``records`` records: doubled when they were few (checkpoints would come often),
+    halved when they were many, else kept; a multiple of :data:`HEADER_SIZE` within
+    [:data:`MIN_CAPACITY`, :data:`MAX_CAPACITY`]."""
+    if records < GROW_BELOW:
+        size *= 2
+    elif records >= 4 * GROW_BELOW:
+        size //= 2
+    size = -(-size // HEADER_SIZE) * HEADER_SIZE
+    return max(MIN_CAPACITY, min(MAX_CAPACITY, size))
+
+
+def new_log(header: Header, size: int = MIN_CAPACITY) -> bytes:
     """The bytes of a new log: ``header``, then zeros up to ``size`` bytes.
 
     The zeros are really written (not ``fallocate``'s unwritten extents): overwriting written

@@ -851,11 +851,58 @@ def test_a_full_log_starts_a_new_generation_and_a_huge_record_extends_it(
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.generation > start.generation
     store.create(parse("/memories/huge.md"), text(2_000_000))
-    assert (repo_path / wal.LOG_NAME).stat().st_size > wal.CAPACITY
+    assert (repo_path / wal.LOG_NAME).stat().st_size > wal.MAX_CAPACITY
     expected = store.files()
     record, _, _ = last_record(repo_path)
     drop_record(repo_path, record)
     assert after_reboot(repo_path, key, tmp_path, monkeypatch).files() == expected
+
+
+@needs_log
+def test_an_object_already_loose_is_not_replaced_yet_is_in_the_next_record(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replacing a durable loose object by an unflushed copy could let a power loss keep the
+    rename and lose the data; the record still carries it, for an object not yet durable."""
+    store = two_writes(repo_path, key, tmp_path)
+    oid = store.repo.write_blob(b"written twice")
+    path = repo_path / "objects" / oid[:2] / oid[2:]
+    store.repo.checkpoint()  # durable, and no record of this generation holds it
+    inode = path.stat().st_ino
+    assert store.repo.write_blob(b"written twice") == oid
+    assert path.stat().st_ino == inode
+    store.create(parse("/memories/d.md"), "a write after it\n")
+    record, _, _ = last_record(repo_path)
+    assert oid in {found for found, _, _ in wal.record_objects(record)}
+
+
+@needs_log
+def test_the_log_starts_small_grows_when_few_records_fill_it_and_shrinks_back(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = repo_path / wal.LOG_NAME
+    store = two_writes(repo_path, key, tmp_path)
+    assert log.stat().st_size == wal.MIN_CAPACITY
+    rng = random.Random(3)
+    sizes = []
+    for n in range(12):  # records of about 12 KiB: a few fill 64 KiB
+        store.create(parse(f"/memories/big{n}.md"), base64.b64encode(rng.randbytes(9000)).decode())
+        sizes.append(log.stat().st_size)
+    assert sizes[0] == wal.MIN_CAPACITY and sizes[-1] == 2 * wal.MIN_CAPACITY
+    assert log.stat().st_blocks * 512 >= 2 * wal.MIN_CAPACITY  # its zeros are written
+    expected = store.files()
+    record, _, _ = last_record(repo_path)
+    drop_record(repo_path, record)
+    store = after_reboot(repo_path, key, tmp_path, monkeypatch)
+    assert store.files() == expected
+    # Many records to a generation (here: four or more) halve the log again.
+    monkeypatch.setattr(wal, "GROW_BELOW", 1)
+    for n in range(300):
+        store.str_replace(parse("/memories/a.md"), f"first{'!' * n}\n", f"first{'!' * (n + 1)}\n")
+        if log.stat().st_size == wal.MIN_CAPACITY:
+            break
+    assert log.stat().st_size == wal.MIN_CAPACITY
+    assert store.verify().ok
 
 
 @needs_log

@@ -81,6 +81,34 @@ def test_gc_prunes_old_garbage_and_keeps_young_garbage(repo_path: Path, key: str
     assert store.verify().ok
 
 
+def test_gc_removes_old_temporary_object_files_and_keeps_young_ones(
+    repo_path: Path, key: str
+) -> None:
+    """What object writers killed mid-write leave: gitmem's temporary files in objects/ and
+    libgit2's in objects/ or a fan-out directory. A young one may be a live writer's."""
+    store = filled(repo_path, key)
+    objects = repo_path / "objects"
+    (objects / "ab").mkdir()
+    old = [objects / "tmp_obj_gitmem-4242-abcd-1-0", objects / "ab" / "tmp_object_git2_Q1w2e3"]
+    young = [objects / "tmp_obj_gitmem-4243-abcd-1-0", objects / "tmp_object_git2_R4t5y6"]
+    for path in old + young:
+        path.write_bytes(b"x\x01half an object")
+    then = time.time() - 2 * DAY
+    for path in old:
+        os.utime(path, (then, then))
+    link = objects / "tmp_object_git2_link"
+    link.symlink_to(old[0])  # not a writer's file: left alone
+    os.utime(link, (then, then), follow_symlinks=False)
+    report = store.gc(grace=DAY)
+    assert report.temporaries == 2
+    assert not any(path.exists() for path in old)
+    assert all(path.exists() for path in young) and link.is_symlink()
+    assert not (objects / "ab").exists()  # the fan-out emptied of its leftover goes too
+    assert store.verify().ok
+    assert store.gc(grace=0).temporaries == 2  # --grace 0s: every temporary file
+    assert not any(path.exists() for path in young)
+
+
 def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: str) -> None:
     store = filled(repo_path, key)
     store.gc(grace=0)

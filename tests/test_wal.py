@@ -149,3 +149,18 @@ def test_the_boot_id_is_read_once_per_source(
     assert wal.boot_id() == BOOT
     monkeypatch.setattr(wal, "BOOT_ID_PATH", str(tmp_path / "missing"))
     assert wal.boot_id() is None
+
+
+def test_a_log_filled_by_few_records_doubles_and_by_many_halves() -> None:
+    low, high = wal.MIN_CAPACITY, wal.MAX_CAPACITY
+    assert wal.next_capacity(low, wal.GROW_BELOW - 1) == 2 * low
+    assert wal.next_capacity(2 * low, wal.GROW_BELOW) == 2 * low
+    assert wal.next_capacity(2 * low, 4 * wal.GROW_BELOW - 1) == 2 * low
+    assert wal.next_capacity(2 * low, 4 * wal.GROW_BELOW) == low
+    # Within bounds, whatever the log was extended to by a record larger than it.
+    assert wal.next_capacity(high, 1) == high
+    assert wal.next_capacity(5 * high + 1, 1) == high
+    assert wal.next_capacity(low, 10_000) == low
+    # A log a large first record extended to an odd size grows to whole blocks.
+    grown = wal.next_capacity(low + 100, 1)
+    assert grown % wal.HEADER_SIZE == 0 and 2 * (low + 100) <= grown <= high
