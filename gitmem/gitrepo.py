@@ -181,7 +181,7 @@ class GitRepo:
         # Racing creators take turns, and the lock file, made first, marks a half-initialized
         # directory as gitmem's own so that a creator killed mid-init does not wedge the next.
         # Only the flock: libgit2's init killed mid-way can leave a repository that does not open.
-        with made._exclusive(timeout):
+        with made.flock(timeout):
             for name in ("config.lock", "HEAD.lock"):
                 with contextlib.suppress(FileNotFoundError):
                     (target / name).unlink()
@@ -864,7 +864,7 @@ class GitRepo:
         writer can be mid-update: a ``<ref>.lock`` file libgit2 left behind is then provably
         stale and is removed.
         """
-        with self._exclusive(timeout):
+        with self.flock(timeout):
             self._local.locked = True
             try:
                 self._clear_stale_ref_locks()
@@ -884,7 +884,7 @@ class GitRepo:
                 self._no_reflogs(config=False)
 
     @contextlib.contextmanager
-    def _exclusive(self, timeout: float) -> Iterator[None]:
+    def flock(self, timeout: float) -> Iterator[None]:
         """The writer lock's ``flock`` alone, opening nothing of the repository (which
         :meth:`init` may find half made)."""
         lock_path = f"{self._root}/{LOCK_FILE}"
