@@ -193,3 +193,12 @@ def test_every_crash_state_of_the_write_path_is_clean(tmp_path: Path) -> None:
     print(f"{result.states} crash states checked, {len(result.failures)} failed")
     assert result.states > 100
     assert result.failures == []
+
+
+@pytest.mark.slow
+def test_a_power_loss_while_the_log_fills_and_is_resized_loses_nothing(tmp_path: Path) -> None:
+    # A log of one block, checkpointed and resized every few writes. It found that rewriting an
+    # object already loose (a rename over a durable file of an unflushed copy) could lose it.
+    result = cs.run(writes=6, random_subsets=0, base=tmp_path, small=True)
+    assert result.flushes > 6  # the checkpoints' flushes are in the trace
+    assert result.failures == []
