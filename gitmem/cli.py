@@ -1421,6 +1421,7 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
                 "pruned": report.pruned,
                 "kept": report.kept,
                 "removed_packs": report.removed_packs,
+                "temporaries": report.temporaries,
                 "bytes_before": report.bytes_before,
                 "bytes_after": report.bytes_after,
                 "missing": report.missing,

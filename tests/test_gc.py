@@ -259,8 +259,9 @@ def test_the_gc_command(repo_path: Path, key: str) -> None:
         "packed",
         "pruned",
         "removed_packs",
+        "temporaries",
     ]
-    assert report["packed"] > 10 and report["pruned"] == 0
+    assert report["packed"] > 10 and report["pruned"] == 0 and report["temporaries"] == 0
     result = runner.invoke(main, ["--repo", str(repo_path), "gc", "--grace", "0s"], env=env)
     assert result.exit_code == 0, result.output
     objects = "object" if report["packed"] == 1 else "objects"
