@@ -88,8 +88,10 @@ def test_gc_removes_old_temporary_object_files_and_keeps_young_ones(
     libgit2's in objects/ or a fan-out directory. A young one may be a live writer's."""
     store = filled(repo_path, key)
     objects = repo_path / "objects"
-    (objects / "ab").mkdir()
-    old = [objects / "tmp_obj_gitmem-4242-abcd-1-0", objects / "ab" / "tmp_object_git2_Q1w2e3"]
+    # A fan-out directory holding no object (ids are random: pick a free one).
+    fanout = objects / next(f"{n:02x}" for n in range(256) if not (objects / f"{n:02x}").exists())
+    fanout.mkdir()
+    old = [objects / "tmp_obj_gitmem-4242-abcd-1-0", fanout / "tmp_object_git2_Q1w2e3"]
     young = [objects / "tmp_obj_gitmem-4243-abcd-1-0", objects / "tmp_object_git2_R4t5y6"]
     for path in old + young:
         path.write_bytes(b"x\x01half an object")
@@ -103,7 +105,7 @@ def test_gc_removes_old_temporary_object_files_and_keeps_young_ones(
     assert report.temporaries == 2
     assert not any(path.exists() for path in old)
     assert all(path.exists() for path in young) and link.is_symlink()
-    assert not (objects / "ab").exists()  # the fan-out emptied of its leftover goes too
+    assert not fanout.exists()  # the fan-out emptied of its leftover goes too
     assert store.verify().ok
     assert store.gc(grace=0).temporaries == 2  # --grace 0s: every temporary file
     assert not any(path.exists() for path in young)
