@@ -272,10 +272,15 @@ class GitRepo:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob and return its id."""
         _check_size("blob", len(data), MAX_BLOB_BYTES)
+        return self._store(b"blob", data)
+
+    def _store(self, kind: bytes, payload: bytes) -> str:
+        """Write one object and count it for the write's log record; every object gitmem
+        writes goes through here."""
         if _BATCHED:
-            return self._write_loose(b"blob", data)
-        oid = str(self._git.create_blob(data))
-        self._wrote(oid, b"blob", data)
+            return self._write_loose(kind, payload)
+        oid = str(self._git.odb.write(_TYPE_CODES[kind], payload))
+        self._wrote(oid, kind, payload)
         return oid
 
     def _write_loose(self, kind: bytes, payload: bytes) -> str:
@@ -292,12 +297,11 @@ class GitRepo:
         (found by ``benchmarks/crash_states.py --small-log``). It is still counted as written, so
         the write's log record holds it, in case that file is itself not yet durable.
         """
-        raw = b"%s %d\0" % (kind, len(payload)) + payload
-        oid = hashlib.sha1(raw).hexdigest()
+        oid = wal.object_id(kind, payload)
         if os.path.lexists(f"{self._objects}/{oid[:2]}/{oid[2:]}"):
             self._wrote(oid, kind, payload)
             return oid
-        data = _zlib_stored(raw)
+        data = _zlib_stored(b"%s %d\0" % (kind, len(payload)) + payload)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
         fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)  # O_EXCL: never another's file
         try:
@@ -376,11 +380,7 @@ class GitRepo:
         """Store the already serialized tree ``data`` (git's canonical form, as
         :func:`tree_bytes` makes it) and return its id."""
         _check_size("tree (a directory with this many entries)", len(data), MAX_TREE_BYTES)
-        if _BATCHED:
-            return self._write_loose(b"tree", data)
-        oid = str(self._git.odb.write(int(ObjectType.TREE), data))
-        self._wrote(oid, b"tree", data)
-        return oid
+        return self._store(b"tree", data)
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
@@ -397,12 +397,7 @@ class GitRepo:
         # Serialized here, as libgit2's create_commit would (the same bytes, so the same id):
         # create_commit first looks the tree up, parsing every entry of the root directory,
         # which made a commit cost in proportion to the size of /memories.
-        data = commit_bytes(tree, parents, message)
-        if _BATCHED:
-            return self._write_loose(b"commit", data)
-        oid = str(self._git.odb.write(int(ObjectType.COMMIT), data))
-        self._wrote(oid, b"commit", data)
-        return oid
+        return self._store(b"commit", commit_bytes(tree, parents, message))
 
     def _wrote(self, oid: str, kind: bytes, payload: bytes) -> None:
         # Every object written, even one that was there already: it may be the unflushed loose
@@ -794,7 +789,7 @@ class GitRepo:
             for record in found:
                 for oid, kind, payload in wal.record_objects(record):
                     if not self.has(oid):
-                        self._git.odb.write(_TYPE_CODES[kind], payload)
+                        self._store(kind, payload)
         last = heads[-1]
         try:
             current, readable = self.ref(BRANCH), True
