@@ -65,6 +65,8 @@ from .fsutil import (
     syncfs,
     write_all,
 )
+from .pack import TMP_PREFIX as PACK_TMP_PREFIX
+from .pack import zlib_stored
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
 # syncfs(2) exists, libgit2 writes without fsync: a write costs one fdatasync of the redo log
@@ -301,7 +303,7 @@ class GitRepo:
         if os.path.lexists(f"{self._objects}/{oid[:2]}/{oid[2:]}"):
             self._wrote(oid, kind, payload)
             return oid
-        data = _zlib_stored(b"%s %d\0" % (kind, len(payload)) + payload)
+        data = zlib_stored(b"%s %d\0" % (kind, len(payload)) + payload)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
         fd = os.open(tmp, NEW_FILE_FLAGS, _OBJECT_FILE_MODE)  # O_EXCL: never another's file
         try:
@@ -1499,7 +1501,7 @@ def _require_file(path: Path, name: str) -> None:
         )
 
 
-_GC_TMP_PREFIX = "gitmem-gc-"
+_GC_TMP_PREFIX = PACK_TMP_PREFIX
 # Automatic maintenance (GitRepo.maintain): pack the loose objects once about this many have
 # accumulated (about a dozen small writes; git's gc.auto is 6,700, but each loose object here is a
 # few hundred bytes in a file-system block of 4 KiB) ...
@@ -1818,26 +1820,6 @@ def _check_declared(oid: str, kind: bytes, size: int, limits: Mapping[bytes, int
             f"object {oid} is corrupt: it declares {size:,} bytes, more than a gitmem "
             f"{kind.decode()} may have ({limit:,})"
         )
-
-
-_STORED_BLOCK = 65535
-
-
-def _zlib_stored(data: bytes) -> bytes:
-    """``data`` as a zlib stream of stored (uncompressed) deflate blocks, as level 0 writes it.
-
-    Loose objects are ciphertext, which does not compress; building the stream here costs a
-    few microseconds, where ``zlib.compress`` sets up a deflate state of some 256 KiB per call
-    (a tenth of a millisecond or more, most of a small object's write). Any zlib reader (git,
-    libgit2, :func:`_read_loose`) reads it.
-    """
-    parts = [b"\x78\x01"]  # deflate, 32 KiB window, no dictionary, "fastest" (31 | 0x7801)
-    for start in range(0, max(len(data), 1), _STORED_BLOCK):
-        block = data[start : start + _STORED_BLOCK]
-        final = start + _STORED_BLOCK >= len(data)
-        parts += (struct.pack("<BHH", final, len(block), len(block) ^ 0xFFFF), block)
-    parts.append(struct.pack(">I", zlib.adler32(data)))
-    return b"".join(parts)
 
 
 def _deflate_bound(size: int) -> int:

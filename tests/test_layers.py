@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
     {"_version", "errors"},
     {"crypto"},  # below format: the format's key slots carry Argon2id parameters
     {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking", "cache", "wal"},
+    {"pack"},
     {"gitrepo", "keysource", "highwater"},
     {"tree", "replica", "keyslots"},
     {"render", "merge", "keymerge"},

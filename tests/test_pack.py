@@ -1,0 +1,313 @@
+"""gitmem's own pack writer: git and libgit2 read every object back, the index is exact, the
+large-offset table is right, and a pack is published only whole and durable."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import random
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitmem import fsutil, pack
+from gitmem.pack import PackObject, write_pack
+from gitmem.store import MemoryStore
+from gitmem.wal import object_id
+
+IDENTITY = b"A U Thor <author@example.com> 0 +0000"
+
+
+def bare(tmp_path: Path) -> Path:
+    path = tmp_path / "bare.git"
+    pygit2.init_repository(str(path), bare=True)
+    return path
+
+
+def tree_bytes(entries: list[tuple[bytes, str, str]]) -> bytes:
+    """A git tree of (mode, name, oid) entries, sorted as git sorts them."""
+
+    def order(entry: tuple[bytes, str, str]) -> bytes:
+        return entry[1].encode() + (b"/" if entry[0] == b"40000" else b"")
+
+    return b"".join(
+        mode + b" " + name.encode() + b"\0" + bytes.fromhex(oid)
+        for mode, name, oid in sorted(entries, key=order)
+    )
+
+
+def all_kinds(rng: random.Random, blobs: int = 20) -> list[tuple[bytes, bytes]]:
+    """Well-formed objects of all four kinds (git fsck checks them): random blobs, the empty
+    blob, one over a stored block (64 KiB), trees of them, commits of the trees, a tag."""
+    out: list[tuple[bytes, bytes]] = [(b"blob", b""), (b"blob", rng.randbytes(300_000))]
+    out += [(b"blob", rng.randbytes(rng.randrange(1, 3000))) for _ in range(blobs)]
+    ids = [object_id(kind, payload) for kind, payload in out]
+    empty_tree = b""
+    sub = tree_bytes([(b"100644", f"f{i}", oid) for i, oid in enumerate(ids[:5])])
+    root = tree_bytes(
+        [(b"100644", f"g{i}", oid) for i, oid in enumerate(ids)]
+        + [(b"40000", "sub", object_id(b"tree", sub))]
+    )
+    out += [(b"tree", empty_tree), (b"tree", sub), (b"tree", root)]
+    first = b"tree %s\nauthor %s\ncommitter %s\n\nfirst\n" % (
+        object_id(b"tree", root).encode(),
+        IDENTITY,
+        IDENTITY,
+    )
+    second = b"tree %s\nparent %s\nauthor %s\ncommitter %s\n\n%s\n" % (
+        object_id(b"tree", empty_tree).encode(),
+        object_id(b"commit", first).encode(),
+        IDENTITY,
+        IDENTITY,
+        rng.randbytes(600).hex().encode(),
+    )
+    out += [(b"commit", first), (b"commit", second)]
+    tag = b"object %s\ntype commit\ntag v1\ntagger %s\n\na tag\n" % (
+        object_id(b"commit", second).encode(),
+        IDENTITY,
+    )
+    out.append((b"tag", tag))
+    return out
+
+
+def verify_pack(idx: Path) -> dict[str, tuple[str, int, int]]:
+    """``git verify-pack -v``'s view: each id's (type, size, offset); it must pass."""
+    run = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+    )
+    found = {}
+    for line in run.stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 5 and len(fields[0]) == 40:
+            found[fields[0]] = (fields[1], int(fields[2]), int(fields[4]))
+    return found
+
+
+def fsck(repo: Path) -> None:
+    subprocess.run(
+        ["git", "--git-dir", str(repo), "fsck", "--strict", "--no-dangling"],
+        capture_output=True,
+        check=True,
+    )
+
+
+def read_index(data: bytes) -> list[tuple[str, int, int]]:
+    """The (id, CRC-32, offset) entries of a version-2 pack index, parsed independently of
+    gitmem; asserts its structure: magic, checksum, length, sorted ids, fan-out."""
+    assert data[:8] == b"\xfftOc" + struct.pack(">I", 2)
+    assert hashlib.sha1(data[:-20]).digest() == data[-20:]
+    fanout = struct.unpack(">256I", data[8 : 8 + 1024])
+    count = fanout[255]
+    names_at = 8 + 1024
+    crcs_at = names_at + 20 * count
+    small_at = crcs_at + 4 * count
+    large_at = small_at + 4 * count
+    names = [data[names_at + 20 * i : names_at + 20 * i + 20] for i in range(count)]
+    crcs = struct.unpack(f">{count}I", data[crcs_at:small_at])
+    small = struct.unpack(f">{count}I", data[small_at:large_at])
+    large_count = sum(1 for value in small if value & 0x80000000)
+    assert len(data) == large_at + 8 * large_count + 40
+    large = struct.unpack(f">{large_count}Q", data[large_at : large_at + 8 * large_count])
+    assert [value & 0x7FFFFFFF for value in small if value & 0x80000000] == list(range(large_count))
+    assert names == sorted(set(names))
+    firsts = Counter(name[0] for name in names)
+    assert list(fanout) == [sum(firsts[b] for b in range(byte + 1)) for byte in range(256)]
+    offsets = [large[v & 0x7FFFFFFF] if v & 0x80000000 else v for v in small]
+    return [(n.hex(), c, o) for n, c, o in zip(names, crcs, offsets, strict=True)]
+
+
+def check_pack(repo: Path, idx: Path, objects: list[tuple[bytes, bytes]]) -> None:
+    """The pack at ``idx`` holds exactly ``objects``, and git, libgit2 and the index agree."""
+    wanted = {object_id(kind, payload): (kind, payload) for kind, payload in objects}
+    seen = verify_pack(idx)
+    assert seen.keys() == wanted.keys()
+    for oid, (kind, payload) in wanted.items():
+        assert seen[oid][:2] == (kind.decode(), len(payload))
+    fsck(repo)
+    odb = pygit2.Repository(str(repo)).odb
+    for oid, (kind, payload) in wanted.items():
+        otype, data = odb.read(oid)
+        assert (otype, data) == (pack.TYPE_CODES[kind], payload)
+    data = idx.with_suffix(".pack").read_bytes()
+    assert idx.name == f"pack-{hashlib.sha1(data[:-20]).hexdigest()}.idx"
+    assert data[-20:] == hashlib.sha1(data[:-20]).digest()
+    entries = read_index(idx.read_bytes())
+    assert idx.read_bytes()[-40:-20] == data[-20:]
+    bounds = [*sorted(offset for _, _, offset in entries), len(data) - 20]
+    following = dict(itertools.pairwise(bounds))
+    for oid, crc, offset in entries:
+        assert seen[oid][2] == offset
+        assert zlib.crc32(data[offset : following[offset]]) == crc
+
+
+def test_objects_of_every_kind_are_read_back_by_git_and_libgit2(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    objects = all_kinds(random.Random(1))
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None and idx.parent == repo / "objects" / "pack"
+    check_pack(repo, idx, objects)
+    assert sorted(p.name for p in idx.parent.iterdir()) == [idx.name, idx.stem + ".pack"]
+    for part in (idx, idx.with_suffix(".pack")):
+        assert stat.S_IMODE(part.stat().st_mode) == 0o400
+    assert not list(repo.glob(pack.TMP_PREFIX + "*"))
+
+
+def test_many_objects_sharing_fanout_bytes(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    rng = random.Random(2)
+    objects = [(b"blob", rng.randbytes(rng.randrange(0, 200))) for _ in range(700)]
+    assert len({object_id(k, p)[:2] for k, p in objects}) < 256  # some first bytes shared
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+
+
+def test_an_object_given_twice_is_packed_once(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    objects = all_kinds(random.Random(3), blobs=3)
+    kind, payload = objects[5]
+    given: list[PackObject] = [*objects, (kind, payload), (object_id(kind, payload), kind, payload)]
+    idx = write_pack(given, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    data = idx.with_suffix(".pack").read_bytes()
+    assert struct.unpack(">I", data[8:12]) == (len(objects),)
+
+
+def test_the_same_objects_give_the_same_pack(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    objects = all_kinds(random.Random(4), blobs=3)
+    first = write_pack(objects, repo / "objects" / "pack", repo)
+    again = write_pack([(object_id(k, p), k, p) for k, p in objects], first.parent, repo)  # type: ignore[union-attr]
+    assert first == again and first is not None
+    check_pack(repo, first, objects)
+
+
+def test_offsets_in_the_large_offset_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offsets past 2 GiB without writing 2 GiB: the threshold lowered, so most entries go to
+    the 8-byte table, which git and libgit2 must then read."""
+    monkeypatch.setattr(pack, "LARGE_OFFSET", 4000)
+    repo = bare(tmp_path)
+    objects = all_kinds(random.Random(5), blobs=30)
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    data = idx.read_bytes()
+    count = len(objects)
+    small = struct.unpack(f">{count}I", data[8 + 1024 + 24 * count : 8 + 1024 + 28 * count])
+    assert 0 < sum(1 for value in small if value & 0x80000000) < count
+    check_pack(repo, idx, objects)
+
+
+def test_blobs_are_stored_and_trees_and_commits_deflated(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    blob = bytes(5000)  # would shrink to almost nothing if deflated
+    commit = b"tree %s\nauthor %s\ncommitter %s\n\n%s\n" % (
+        object_id(b"tree", b"").encode(),
+        IDENTITY,
+        IDENTITY,
+        b"ab" * 2000,
+    )
+    idx = write_pack([(b"blob", blob), (b"tree", b""), (b"commit", commit)], repo / "o", repo)
+    assert idx is not None
+    sizes = {kind: packed for kind, _, packed in verify_pack_sizes(idx)}
+    assert sizes["blob"] >= len(blob)
+    assert sizes["commit"] < len(commit) // 4
+
+
+def verify_pack_sizes(idx: Path) -> list[tuple[str, int, int]]:
+    run = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+    )
+    rows = [line.split() for line in run.stdout.splitlines()]
+    return [(f[1], int(f[2]), int(f[3])) for f in rows if len(f) == 5 and len(f[0]) == 40]
+
+
+def test_nothing_is_written_for_no_objects(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    before = sorted(repo.rglob("*"))
+    assert write_pack([], repo / "objects" / "pack", repo) is None
+    assert write_pack(iter([]), repo / "new" / "pack", repo) is None
+    assert sorted(repo.rglob("*")) == before
+
+
+def test_a_missing_pack_directory_is_made_owner_only(tmp_path: Path) -> None:
+    repo = bare(tmp_path)
+    idx = write_pack([(b"blob", b"x")], repo / "elsewhere" / "pack", repo)
+    assert idx is not None
+    for directory in (repo / "elsewhere", repo / "elsewhere" / "pack"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_durable_before_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both files flushed, then the pack renamed, then the index (which makes the pack
+    visible), then both directories of the renames flushed."""
+    repo = bare(tmp_path)
+    calls: list[tuple[str, str]] = []
+    real_replace, real_file, real_dir = os.replace, fsutil.fsync_file, fsutil.fsync_dir
+
+    def replace(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        calls.append(("rename", Path(target).suffix))
+        real_replace(source, target)
+
+    def fsync_file(path: str | os.PathLike[str]) -> None:
+        calls.append(("fsync file", Path(path).name))
+        real_file(path)
+
+    def fsync_dir(path: str | os.PathLike[str]) -> None:
+        where = "pack dir" if Path(path) == repo / "objects" / "pack" else "temporary dir"
+        assert Path(path).name.startswith(pack.TMP_PREFIX) or where == "pack dir"
+        calls.append(("fsync dir", where))
+        real_dir(path)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(pack, "fsync_file", fsync_file)
+    monkeypatch.setattr(pack, "fsync_dir", fsync_dir)
+    write_pack([(b"blob", b"x")], repo / "objects" / "pack", repo)
+    assert calls == [
+        ("fsync file", "pack"),
+        ("fsync file", "idx"),
+        ("rename", ".pack"),
+        ("rename", ".idx"),
+        ("fsync dir", "temporary dir"),
+        ("fsync dir", "pack dir"),
+    ]
+
+
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from gitmem.pack import write_pack
+
+def objects():
+    for i in range(50):
+        yield (b"blob", os.urandom(100_000))
+    os.kill(os.getpid(), signal.SIGKILL)
+    yield (b"blob", b"never")
+
+repo = Path(sys.argv[1])
+write_pack(objects(), repo / "objects" / "pack", repo)
+"""
+
+
+def test_a_writer_killed_midway_leaves_no_visible_pack(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.gc(grace=0)
+    pack_dir = repo_path / "objects" / "pack"
+    before = sorted(pack_dir.iterdir())
+    run = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(repo_path)], check=False)
+    assert run.returncode == -signal.SIGKILL
+    assert sorted(pack_dir.iterdir()) == before
+    (leftover,) = repo_path.glob(pack.TMP_PREFIX + "*")
+    assert [p.name for p in leftover.iterdir()] == ["pack"]  # half a pack, in its directory
+    assert store.verify().ok
+    store.gc(grace=0)
+    assert not leftover.exists()
