@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
@@ -247,6 +247,33 @@ class MemoryCommands:
             ) from None
 
 
+# What each command runs, given its fields as check_input let them through: the handlers of
+# GitMemoryTool and AsyncGitMemoryTool without the SDK's model of the input in between.
+_HANDLERS: dict[str, Callable[[MemoryCommands, dict[str, Any]], str]] = {
+    "view": lambda c, f: c.view(f["path"], f.get("view_range")),
+    "create": lambda c, f: c.create(f["path"], f["file_text"]),
+    "str_replace": lambda c, f: c.str_replace(f["path"], f["old_str"], f["new_str"]),
+    "insert": lambda c, f: c.insert(f["path"], f["insert_line"], f["insert_text"]),
+    "delete": lambda c, f: c.delete(f["path"]),
+    "rename": lambda c, f: c.rename(f["old_path"], f["new_path"]),
+}
+
+
+def _direct_handler(
+    tool: object, base: type, fields: dict[str, Any]
+) -> Callable[[MemoryCommands, dict[str, Any]], str] | None:
+    """The handler running ``fields``' command without the SDK's model, or None when a subclass
+    of ``base`` overrides that command's method (which then gets the model, as the SDK gives it).
+
+    The SDK's ``call`` builds a pydantic model of the input (about 10 µs, a fifth of a file
+    view's CPU time) only to read its fields back; check_input has checked them already.
+    """
+    command = fields["command"]
+    if getattr(type(tool), command) is not getattr(base, command):
+        return None
+    return _HANDLERS[command]
+
+
 def _open(
     repo: str | os.PathLike[str] | MemoryStore,
     key: str | bytes | None,
@@ -302,6 +329,11 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     def call(self, input: object) -> str:
         """Validate ``input`` and run the command; every failure is a ToolError."""
         check_input(input)
+        fields = cast("dict[str, Any]", input)
+        handler = _direct_handler(self, GitMemoryTool, fields)
+        if handler is not None:
+            commands = self._commands
+            return commands.run(lambda: handler(commands, fields))
         result = super().call(input)
         assert isinstance(result, str)
         return result
@@ -359,6 +391,11 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
     async def call(self, input: object) -> str:
         """Validate ``input`` and run the command off the event loop."""
         check_input(input)
+        fields = cast("dict[str, Any]", input)
+        handler = _direct_handler(self, AsyncGitMemoryTool, fields)
+        if handler is not None:
+            commands = self._commands
+            return await self._run(lambda: handler(commands, fields))
         result = await super().call(input)
         assert isinstance(result, str)
         return result

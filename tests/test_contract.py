@@ -651,3 +651,84 @@ def test_public_names_exist() -> None:
     assert issubclass(gitmem.WrongKey, gitmem.GitMemError)
     assert isinstance(gitmem.generate_key(), str)
     assert str(parse("/memories/a")) == "/memories/a"
+
+
+# -- a subclass's handlers --------------------------------------------------------------------
+
+SCRIPT: list[dict[str, Any]] = [
+    {"command": "create", "path": "/memories/a/notes.md", "file_text": "one\ntwo\n"},
+    {"command": "create", "path": "/memories/a/notes.md", "file_text": "again\n"},
+    {"command": "view", "path": "/memories/a/notes.md", "view_range": [2, -1]},
+    {"command": "view", "path": "/memories", "extra": "ignored"},
+    {"command": "str_replace", "path": "/memories/a/notes.md", "old_str": "two", "new_str": "2"},
+    {"command": "str_replace", "path": "/memories/a/notes.md", "old_str": "zz", "new_str": ""},
+    {"command": "insert", "path": "/memories/a/notes.md", "insert_line": 1, "insert_text": "x"},
+    {"command": "insert", "path": "/memories/a/notes.md", "insert_line": 9, "insert_text": "x"},
+    {"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"},
+    {"command": "view", "path": "/memories/b/notes.md"},
+    {"command": "delete", "path": "/memories/a"},
+    {"command": "delete", "path": "/memories/b/notes.md"},
+    {"command": "view", "path": "/memories/../etc"},
+]
+
+
+def _outcomes(call: Call) -> list[str]:
+    out = []
+    for data in SCRIPT:
+        try:
+            out.append(call(data))
+        except ToolError as exc:
+            out.append(f"ToolError: {exc.content}")
+    return out
+
+
+def test_a_subclass_overriding_the_handlers_gets_the_sdk_models(tmp_path: Path, key: str) -> None:
+    # GitMemoryTool.call runs its own handlers without the SDK's model of the input; a subclass
+    # that overrides one still gets the model, and both give the same results.
+    seen: list[str] = []
+
+    class Recording(GitMemoryTool):
+        def view(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().view(command)
+
+        def create(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().create(command)
+
+        def str_replace(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().str_replace(command)
+
+        def insert(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().insert(command)
+
+        def delete(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().delete(command)
+
+        def rename(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return super().rename(command)
+
+    class AsyncRecording(AsyncGitMemoryTool):
+        async def create(self, command: Any) -> str:
+            seen.append(type(command).__name__)
+            return await super().create(command)
+
+    plain = GitMemoryTool(tmp_path / "plain", key=key)
+    expected = _outcomes(plain.call)
+    assert _outcomes(Recording(tmp_path / "sub", key=key).call) == expected
+    assert seen == [
+        f"BetaMemoryTool20250818{kind}Command"
+        for kind in ["Create"] * 2
+        + ["View"] * 2
+        + ["StrReplace"] * 2
+        + ["Insert"] * 2
+        + ["Rename", "View", "Delete", "Delete", "View"]
+    ]
+    seen.clear()
+    atool = AsyncRecording(tmp_path / "async", key=key)
+    assert _outcomes(lambda data: anyio.run(atool.call, data)) == expected
+    assert seen == ["BetaMemoryTool20250818CreateCommand"] * 2
