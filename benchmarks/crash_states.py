@@ -526,8 +526,9 @@ def drive(
 ) -> None:
     """The traced child: run the workload, touching ``<root>/ACK-<n>`` after each write.
 
-    With ``maintain``, automatic maintenance checks after every write and packs from 8 loose
-    objects on (instead of one write in 8, from about 64), so that packing is in the trace.
+    With ``maintain``, every write is followed by a checkpoint (which publishes the redo log's
+    objects as loose files), and automatic maintenance, which checkpoints run, packs from 8
+    loose objects on (instead of about 64), so that publishing and packing are in the trace.
     With ``small``, the log is tiny (:func:`small_log`), so that its resizing is in the trace.
     """
     with small_log(small):
@@ -556,6 +557,8 @@ def _drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool
             store.rename(parse(a["old"]), parse(a["new"]))
         else:
             store.delete(parse(a["path"]))
+        if maintain:
+            store.checkpoint()
         os.access(root / f"ACK-{n}", os.F_OK)
         states.append(store.files())
     expected_out.write_text(json.dumps(states))

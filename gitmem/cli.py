@@ -1437,6 +1437,18 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
     )
 
 
+@main.command()
+@pass_state
+def checkpoint(state: CliState) -> None:
+    """Publish every write the redo log holds into the git repository.
+
+    Afterwards plain git and other git tools can read the repository (until the next write).
+    Writers wait for it (it holds the lock); readers are not disturbed.
+    """
+    state.store().checkpoint()
+    click.echo("Checkpointed: the git repository holds every write.")
+
+
 # -- key slots ----------------------------------------------------------------------------------
 
 

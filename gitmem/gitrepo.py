@@ -33,7 +33,6 @@ from pygit2.enums import (
     FileMode,
     ObjectType,
     RepositoryOpenFlag,
-    SortMode,
 )
 
 from . import wal
@@ -78,9 +77,15 @@ pygit2.settings.enable_fsync_gitdir(not _BATCHED)
 # corrupted loose object is an error rather than silently different bytes.
 pygit2.settings.enable_strict_object_creation(True)
 pygit2.settings.enable_strict_hash_verification(True)
+# While the redo log holds writes the repository does not, its config names this extension
+# (design.md, "The redo log"): git and older gitmem refuse such a repository rather than read
+# a stale one; this gitmem's libgit2 is told that it knows it.
+LOG_EXTENSION = "gitmemlog"
+pygit2.option(pygit2.enums.Option.SET_EXTENSIONS, [LOG_EXTENSION], 1)
 
 BRANCH = "refs/heads/main"
 META_REF = "refs/gitmem/meta"
+_OWN = (BRANCH, META_REF)
 LOCK_FILE = "gitmem.lock"
 # Scratch repository a fetch goes through (see GitRepo.fetch); removed when the fetch ends.
 _FETCH_SCRATCH = "gitmem-fetch"
@@ -163,10 +168,18 @@ class GitRepo:
         self._objects = str(self.path / "objects")
         self._local = threading.local()
         self._log = self.path / wal.LOG_NAME
-        # What this process knows of the redo log's end, and the objects written since the
-        # last record or checkpoint, which the next record carries (see _publish_logged).
+        # What this process knows of the redo log's current generation (its records' heads and
+        # objects, which are nowhere else until a checkpoint; see _view), guarded by
+        # _view_lock, with the identity of the log file when that was read (see ref).
         self._tail: wal.Tail | None = None
+        self._view_lock = threading.Lock()
+        self._log_seen: tuple[int, ...] | None = None
+        # The objects written since the last record or checkpoint, which the next record
+        # carries (see _publish_logged), and their payloads' total size.
         self._written: dict[str, tuple[bytes, bytes]] = {}
+        self._pending_bytes = 0
+        # The identity of the config file last found naming the log's extension.
+        self._marked_config: tuple[int, ...] | None = None
         self._boot_checked = False
         # Once the log is seen started in this boot it stays so (only a reboot changes the
         # boot id), so a writer stops reading its header at every lock.
@@ -277,13 +290,21 @@ class GitRepo:
         return self._store(b"blob", data)
 
     def _store(self, kind: bytes, payload: bytes) -> str:
-        """Write one object and count it for the write's log record; every object gitmem
-        writes goes through here."""
+        """Write one object; every object gitmem writes goes through here.
+
+        With the redo log (design.md, "Writing", step 7) nothing is written to the repository:
+        the object is kept for the write's log record (readable by this process at once), and
+        a checkpoint publishes it.
+        """
+        if _wal_on():
+            oid = wal.object_id(kind, payload)
+            if oid not in self._written:
+                self._written[oid] = (kind, payload)
+                self._pending_bytes += len(payload)
+            return oid
         if _BATCHED:
             return self._write_loose(kind, payload)
-        oid = str(self._git.odb.write(_TYPE_CODES[kind], payload))
-        self._wrote(oid, kind, payload)
-        return oid
+        return str(self._git.odb.write(_TYPE_CODES[kind], payload))
 
     def _write_loose(self, kind: bytes, payload: bytes) -> str:
         """Store an object as a loose file, as git does, and return its id.
@@ -296,12 +317,10 @@ class GitRepo:
         when it is missing, and links then unlinks). An object already there as a loose file is
         not written again (one ``stat``): replacing it, by a rename of a file not yet flushed,
         could let a power loss keep the rename and lose the data of an object that was durable
-        (found by ``benchmarks/crash_states.py --small-log``). It is still counted as written, so
-        the write's log record holds it, in case that file is itself not yet durable.
+        (found by ``benchmarks/crash_states.py --small-log``).
         """
         oid = wal.object_id(kind, payload)
         if os.path.lexists(f"{self._objects}/{oid[:2]}/{oid[2:]}"):
-            self._wrote(oid, kind, payload)
             return oid
         data = zlib_stored(b"%s %d\0" % (kind, len(payload)) + payload)
         tmp = f"{self._objects}/{_TMP_OBJECT}{_PROCESS[0]}-{threading.get_ident()}-{next(_TMP_SEQ)}"
@@ -322,7 +341,6 @@ class GitRepo:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        self._wrote(oid, kind, payload)
         return oid
 
     def read_blob(self, oid: str, limit: int = MAX_BLOB_BYTES) -> bytes:
@@ -343,8 +361,26 @@ class GitRepo:
         costs nothing. A loose object is read, inflated and hash-checked in Python, never by
         libgit2 (up to 1.9 it loops forever inflating a truncated loose object: libgit2 issue
         #7342); a packed one is read by libgit2, which checks its hash (strict hash
-        verification is on), once its header has passed.
+        verification is on), once its header has passed. An object of the redo log (written by
+        this process since its last record, or held by a record of the log's current
+        generation) is taken from memory; its id was computed from its payload.
         """
+        for attempt in range(2):
+            logged = self._logged(oid)
+            if logged is not None:
+                _check_declared(oid, logged[0], len(logged[1]), limits)
+                return logged
+            stored = self._read_stored(oid, limits)
+            if stored is not None:
+                return stored
+            if attempt or not _wal_on():
+                break
+            # Appended to the log, or published by a checkpoint, since the log was last read.
+            self._view(force=True)
+        raise IntegrityError(f"object {oid} is missing from the repository")
+
+    def _read_stored(self, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes] | None:
+        """:meth:`_read_any` from the object database alone; None when ``oid`` is not there."""
         loose = _read_loose(self._objects, oid, limits)
         if loose is not None:
             return loose
@@ -354,7 +390,7 @@ class GitRepo:
             _check_declared(oid, found, size, limits)
             otype, data = self._git.odb.read(oid)
         except KeyError:
-            raise IntegrityError(f"object {oid} is missing from the repository") from None
+            return None
         except (ValueError, OSError, pygit2.GitError) as exc:
             # pygit2 raises OSError for libgit2's OS-class errors: a pack that is truncated,
             # unreadable or gone while a multi-pack index still names it.
@@ -364,8 +400,19 @@ class GitRepo:
         return found, data
 
     def has(self, oid: str) -> bool:
-        """True when object ``oid`` is in the object database."""
-        return bool(self._git.odb.exists(oid))
+        """True when object ``oid`` is in the object database or the redo log."""
+        if self._logged(oid) is not None or self._git.odb.exists(oid):
+            return True
+        return _wal_on() and self._view() is not None and self._logged(oid) is not None
+
+    def _logged(self, oid: str) -> tuple[bytes, bytes] | None:
+        """``(type, payload)`` of ``oid`` if it is in the redo log (or on its way there) as
+        far as this process has read it, else None."""
+        found = self._written.get(oid)
+        if found is None:
+            tail = self._tail
+            found = None if tail is None else tail.objects.get(oid)
+        return found
 
     def write_tree(self, entries: list[TreeEntry]) -> str:
         """Store a tree of ``entries`` and return its id.
@@ -401,53 +448,68 @@ class GitRepo:
         # which made a commit cost in proportion to the size of /memories.
         return self._store(b"commit", commit_bytes(tree, parents, message))
 
-    def _wrote(self, oid: str, kind: bytes, payload: bytes) -> None:
-        # Every object written, even one that was there already: it may be the unflushed loose
-        # file of a write that failed, so only the log can make it durable.
-        if _wal_on():
-            self._written[oid] = (kind, payload)
-
     def read_commit(self, oid: str) -> CommitInfo:
         """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
         return parse_commit(self._read(oid, b"commit", MAX_COMMIT_BYTES), oid)
 
-    def walk(self, head: str) -> Iterator[str]:
-        """Commit ids reachable from ``head``, newest first (topological, then time)."""
-        walker = self._git.walk(pygit2.Oid(hex=head), SortMode.TOPOLOGICAL)
-        for commit in walker:
-            yield str(commit.id)
-
     def resolve_prefix(self, prefix: str) -> str:
         """The full id of the unique object whose id starts with hex ``prefix``.
 
-        Only the object database is searched, never a ref: a ref named like an abbreviated id
-        (``refs/tags/1a2b3c4d5e``) must not redirect a revision. Raises ``KeyError`` when no
-        object matches and ``ValueError`` when several do.
+        Only the object database and the redo log are searched, never a ref: a ref named like
+        an abbreviated id (``refs/tags/1a2b3c4d5e``) must not redirect a revision. Raises
+        ``KeyError`` when no object matches and ``ValueError`` when several do.
         """
+        wanted = prefix.lower()
+        found = {oid for oid in self._log_object_ids() if oid.startswith(wanted)}
         try:
-            return str(self._git.expand_id(prefix))
+            found.add(str(self._git.expand_id(prefix)))
         except pygit2.AmbiguousError:
             raise ValueError(f"the revision {prefix} is ambiguous") from None
         except (KeyError, ValueError, pygit2.GitError):
-            raise KeyError(prefix) from None
+            pass
+        if len(found) > 1:
+            raise ValueError(f"the revision {prefix} is ambiguous")
+        if not found:
+            raise KeyError(prefix)
+        return found.pop()
 
     def all_object_ids(self) -> Iterator[str]:
-        """Every object id in the object database, reachable or not."""
+        """Every object id in the object database or the redo log, reachable or not."""
+        seen = set(self._log_object_ids())
+        yield from seen
         for oid in self._git.odb:
-            yield str(oid)
+            if str(oid) not in seen:
+                yield str(oid)
+
+    def _log_object_ids(self) -> set[str]:
+        """The ids of the objects only the redo log may hold (read up to its end now)."""
+        tail = self._view()
+        return set(self._written) | (set(tail.objects) if tail is not None else set())
 
     # -- refs -----------------------------------------------------------------------------
 
     def ref(self, name: str) -> str | None:
         """The id ``name`` points at, or ``None`` when the ref does not exist.
 
-        A loose ref (every ref gitmem writes) is read here in four system calls, opened without
-        following a link and without blocking, and refused unless it is a regular file; a
-        missing one, or a symbolic link, goes through libgit2 (packed refs) as before.
+        The branch is where the last record of the redo log's current generation moved it,
+        when that generation has records (design.md, "The redo log"); else, and for every
+        other ref, the ref file. A loose ref (every ref gitmem writes) is read here in four
+        system calls, opened without following a link and without blocking, and refused unless
+        it is a regular file; a missing one, or a symbolic link, goes through libgit2 (packed
+        refs) as before. A log or ref file that has not changed costs one ``lstat``.
         """
         # Opened (once per thread) as before, though not used here: opening checks the files
         # that would block libgit2 (a FIFO as config, ...), which must be refused at once.
         self._git  # noqa: B018
+        if name == BRANCH and _wal_on():
+            tail = self._view()
+            if tail is not None and tail.records:
+                return tail.last
+        return self._ref_file(name)
+
+    def _ref_file(self, name: str) -> str | None:
+        """Where the ref file of ``name`` (or libgit2's packed refs) points: :meth:`ref`
+        without the redo log."""
         path = f"{self._root}/{name}"
         known = self._refs.get(name)
         if known is not None:
@@ -498,7 +560,11 @@ class GitRepo:
         return str(target)
 
     def has_refs(self) -> bool:
-        """True when any ref exists: a branch, a tag, gitmem's metadata (HEAD aside)."""
+        """True when any ref exists: a branch (in the redo log or a file), a tag, gitmem's
+        metadata (HEAD aside)."""
+        tail = self._view()
+        if tail is not None and tail.records:
+            return True
         try:
             return any(True for _ in self._git.references)
         except pygit2.GitError as exc:
@@ -520,9 +586,10 @@ class GitRepo:
         letting go of the writer lock, so that writers queued behind it share one flush).
         """
         ticket = self._publish(name, new, expected)
-        # About one write in AUTO_CHECK_EVERY looks at what needs packing (the commit id decides,
-        # so it is spread evenly over writes and processes, and costs nothing to decide).
-        if name == BRANCH and int(new[:2], 16) % AUTO_CHECK_EVERY == 0:
+        # Without the redo log, about one write in AUTO_CHECK_EVERY looks at what needs packing
+        # (the commit id decides, so it is spread evenly over writes and processes, and costs
+        # nothing to decide); with it, loose objects appear only at checkpoints, which look.
+        if not _wal_on() and name == BRANCH and int(new[:2], 16) % AUTO_CHECK_EVERY == 0:
             self._auto_maintain()
         if wait:
             self.wait_durable(ticket)
@@ -549,13 +616,15 @@ class GitRepo:
         return self._syncfs_group().writer()
 
     def _publish(self, name: str, new: str, expected: str | None) -> Durability:
-        if _BATCHED and _wal_on():
+        if _wal_on():
             if self._loggable(name, new, expected):
                 return self._publish_logged(name, new, expected)
-            # Any other move (a fast-forward, a merge, the metadata ref): flushed before and
-            # after, then a new generation of the log starts from it.
-            self._swap_ref(name, new, expected, self.sync)
-            self.checkpoint()
+            # Any other move (a fast-forward, a merge, the metadata ref, a large write): the
+            # log and the objects written are published durably first, then the ref is moved
+            # and made durable, and a new generation of the log starts from it.
+            self._checkpoint()
+            self._swap_ref(name, new, expected, lambda: None)
+            self._checkpoint()
             return None
         if _BATCHED:
             self._swap_ref(name, new, expected, self.sync)
@@ -594,13 +663,20 @@ class GitRepo:
             raise ConflictError(f"the ref {name} moved during the write: {exc}") from exc
 
     def _swap_ref(
-        self, name: str, new: str, expected: str | None, before_rename: Callable[[], None]
+        self,
+        name: str,
+        new: str,
+        expected: str | None,
+        before_rename: Callable[[], None],
+        *,
+        check: bool = True,
     ) -> None:
         """Move (or create) a loose ref with git's ref protocol, ``before_rename`` in between.
 
         ``<ref>.lock`` is created exclusively (any git process that moves the ref takes the
-        same lock), the ref is checked under it, the new id written into it, ``before_rename``
-        called (a flush, or the log's append), and the lock renamed over the ref.
+        same lock), the ref is checked under it (unless not ``check``: a checkpoint publishing
+        the log's head, or a torn ref being repaired), the new id written into it,
+        ``before_rename`` called (a flush), and the lock renamed over the ref.
         """
         path = self.path / name
         lock = self.path / (name + ".lock")
@@ -614,7 +690,7 @@ class GitRepo:
             ) from None
         try:
             try:
-                current = self.ref(name)
+                current = self.ref(name) if check else expected
                 if current != expected:
                     what = "already exists" if expected is None else "moved during the write"
                     raise ConflictError(f"the ref {name} {what}")
@@ -652,8 +728,59 @@ class GitRepo:
 
     # -- the redo log (design.md, "The redo log") ------------------------------------------
 
+    def _view(self, *, force: bool = False) -> wal.Tail | None:
+        """The redo log's current generation as far as it is written: its records' last head
+        and objects (version 2), read from where this process last stopped; None when there is
+        no log, it is of version 1 (all it names is in the repository), or its header is torn
+        (recovery's business: readers then see the repository as it is).
+
+        A log file whose identity (see :func:`_identity`) has not changed since it was last
+        read, long enough after its last change, has not changed: one ``lstat``.
+        """
+        if not _wal_on():
+            return None
+        checked_at = time.time()
+        try:
+            seen = _identity(os.lstat(self._log))
+        except (FileNotFoundError, NotADirectoryError):
+            with self._view_lock:
+                self._tail, self._log_seen = None, None
+            return None
+        except OSError as exc:
+            raise IntegrityError(f"{wal.LOG_NAME} cannot be read: {exc.strerror}") from None
+        if not force and seen == self._log_seen:
+            return self._tail
+        with self._view_lock:
+            try:
+                fd = wal.open_log(self._log, write=False)
+            except FileNotFoundError:
+                self._tail, self._log_seen = None, None
+                return None
+            except OSError as exc:
+                raise IntegrityError(
+                    f"{wal.LOG_NAME} in the repository cannot be read: {exc.strerror or exc}"
+                ) from None
+            try:
+                # Identified before reading: a record appended meanwhile changes what a later
+                # lstat finds, so it is read then.
+                info = os.fstat(fd)
+                self._tail = self._follow(fd, wal.read_header_fd(fd))
+            finally:
+                os.close(fd)
+            settled = _identity(info) == seen and _settled(info, checked_at)
+            self._log_seen = seen if settled else None
+            return self._tail
+
+    def _follow(self, fd: int, header: wal.Header | None) -> wal.Tail | None:
+        """Under ``_view_lock``: the view of the log open at ``fd`` (see :meth:`_view`)."""
+        if header is None or header.version == 1:
+            return None
+        _check_log_version(header)
+        return wal.follow(fd, header, self._tail, BRANCH)
+
     def _loggable(self, name: str, new: str, expected: str | None) -> bool:
-        """True when the move extends the branch by one commit this process just wrote.
+        """True when the move extends the branch by one commit this process just wrote, and
+        what it wrote is small enough for the log (:data:`LOG_WRITE_LIMIT`).
 
         Only such a move goes through the log: everything its commit reaches is then in this
         record, in an earlier record of the generation, or in what the generation started from.
@@ -661,15 +788,17 @@ class GitRepo:
         written = self._written.get(new)
         if name != BRANCH or written is None or written[0] != b"commit":
             return False
+        if self._pending_bytes > LOG_WRITE_LIMIT:
+            return False
         parents = parse_commit(written[1], new).parents
         return parents == (() if expected is None else (expected,))
 
     def _publish_logged(self, name: str, new: str, expected: str | None) -> Durability:
-        """Move the branch with no flush: its record in the log, appended before the rename, is
-        what the returned ticket makes durable (one ``fdatasync``)."""
-        objects = tuple(self._written.values())
-        self._swap_ref(name, new, expected, lambda: self._append(name, new, expected, objects))
-        self._written = {}
+        """Move the branch by appending its record to the log, with no flush and nothing
+        written to the repository: the returned ticket makes the record durable (one
+        ``fdatasync``), and a checkpoint publishes it."""
+        self._append(name, new, expected, tuple(self._written.values()))
+        self._written, self._pending_bytes = {}, 0
         return _group_sync(f"log:{self._log}").ticket()
 
     def _append(
@@ -680,8 +809,10 @@ class GitRepo:
         objects: tuple[tuple[bytes, bytes], ...],
     ) -> None:
         """Under the writer lock: append the record of a move of ``name`` to ``new`` from
-        ``expected``, starting a new generation first when the log is missing, full, or does
-        not end at ``expected`` (something else moved the branch since its last record)."""
+        ``expected`` (the compare-and-swap of design.md, "Writing", step 6: the log's head, or
+        the ref file when the generation has no record, must be ``expected``), checkpointing
+        first when the log is missing, full, of another version or boot, or when the ref file
+        moved since the generation started (something else moved the branch)."""
         for attempt in range(2):
             try:
                 fd = wal.open_log(self._log, write=True)
@@ -689,66 +820,173 @@ class GitRepo:
                 fd = -1
             try:
                 header = None if fd < 0 else wal.read_header_fd(fd)
-                if header is None or header.boot != wal.boot_id():
+                if header is not None:
+                    _check_log_version(header)
+                usable = header is not None and header.version == wal.VERSION
+                if not usable or header is None or header.boot != wal.boot_id():
                     if attempt:
                         raise StorageError(f"the redo log of {self.path} cannot be started")
-                    self.checkpoint()
+                    self._checkpoint()
                     continue
-                tail = wal.follow(fd, header, self._tail, BRANCH)
+                with self._view_lock:
+                    tail = self._tail = wal.follow(fd, header, self._tail, BRANCH)
+                current = tail.last if tail.records else self._ref_file(BRANCH)
+                if not tail.records and current != header.base:
+                    if attempt:
+                        raise StorageError(f"the redo log of {self.path} cannot be started")
+                    self._checkpoint()
+                    continue
+                if current != expected:
+                    what = "already exists" if expected is None else "moved during the write"
+                    raise ConflictError(f"the ref {name} {what}")
                 record = wal.Record(header.generation, tail.seq, ((name, new),), objects)
                 data = record.to_bytes()
                 size = os.fstat(fd).st_size
-                full = tail.offset + len(data) > size and tail.seq > 1
-                if tail.last != expected or full:
+                if tail.offset + len(data) > size and tail.records:
                     if attempt:
                         raise StorageError(f"the redo log of {self.path} cannot be started")
                     # A full log is sized again from how many records this generation held.
-                    self.checkpoint(wal.next_capacity(size, tail.seq - 1) if full else None)
+                    self._checkpoint(wal.next_capacity(size, tail.records))
                     continue
+                if not tail.records:
+                    self._mark_log_pending()
                 if os.pwrite(fd, data, tail.offset) != len(data):
                     raise OSError(errno.ENOSPC, "the redo log's record was cut short")
-                self._tail = wal.Tail(
-                    header.generation, tail.offset + len(data), tail.seq + 1, new, tail.inode
-                )
+                with self._view_lock:
+                    if self._tail is tail:
+                        tail.add(record, tail.offset + len(data), BRANCH)
+                    self._log_seen = None
                 return
             finally:
                 if fd >= 0:
                     os.close(fd)
 
-    def checkpoint(self, size: int | None = None) -> None:
-        """Under the writer lock: make everything in the repository durable and start a new
-        generation of the redo log from the branch's head (creating the log if missing).
+    def _mark_log_pending(self) -> None:
+        """Before the first record of a generation (under the writer lock): set
+        ``core.repositoryformatversion = 1`` and ``extensions.gitmemlog = true``, durably, so
+        that git and older gitmem refuse the repository while it alone is not whole.
 
-        ``size``: the log's preallocated size from now on (a new file when it changes; by
-        default a new log is :data:`wal.MIN_CAPACITY` long and an existing one keeps its size).
+        A config file known to carry the extension (same identity, settled, as in
+        :meth:`_no_reflogs`) costs one ``lstat``.
         """
-        self.sync()
-        if not (_BATCHED and _wal_on()):
+        checked_at = time.time()
+        config_path = self._root + "/config"
+        with contextlib.suppress(FileNotFoundError):
+            if _identity(os.lstat(config_path)) == self._marked_config:
+                return
+        config = self._git.config
+        if not (_config_true(config, _EXTENSION_KEY) and _config_int(config, _FORMAT_KEY) == 1):
+
+            def mark(edited: pygit2.Config) -> None:
+                edited[_FORMAT_KEY] = 1
+                edited[_EXTENSION_KEY] = True
+
+            self._edit_config(mark)
+        info = os.lstat(config_path)
+        self._marked_config = _identity(info) if _settled(info, checked_at) else None
+
+    def checkpoint(self, *, clear: bool = False) -> None:
+        """Under the writer lock: publish what the redo log holds and start a new generation.
+
+        Every object of the log's current generation (and any written since its last record)
+        goes into the object database, the branch's ref file is moved to the log's head, both
+        are made durable, and a new generation starts from that head. Afterwards plain git
+        sees every acknowledged write. With ``clear``, the repository's config stops naming
+        the log's extension (see :meth:`_mark_log_pending`), so git reads it again.
+        :class:`StorageError` if it cannot be written (a full disk): the writes stay in the log.
+        """
+        self._publish_or_fail(clear=clear)
+
+    def _publish_or_fail(self, *, clear: bool, maintain: bool = True) -> None:
+        try:
+            self._checkpoint(clear=clear, maintain=maintain)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot publish the redo log of {self.path} into the repository: "
+                f"{exc.strerror or exc}; its writes stay in the log, and nothing was pruned"
+            ) from None
+
+    def _checkpoint(
+        self, size: int | None = None, *, clear: bool = False, maintain: bool = True
+    ) -> None:
+        """:meth:`checkpoint`; ``size``: the log's preallocated size from now on (a new file
+        when it changes; by default a new log is :data:`wal.MIN_CAPACITY` long and an existing
+        one keeps its size). ``maintain``: look whether maintenance is due when loose objects
+        were written (see :meth:`maintain`)."""
+        if not _wal_on():
+            self.sync()
             return
         boot = wal.boot_id()
         assert boot is not None  # _wal_on
-        head = self.ref(BRANCH)
-        old = wal.read_header(self._log)
-        header = wal.Header(1 if old is None else old.generation + 1, boot, head)
-        resize = old is not None and size is not None and size != self._log.stat().st_size
-        if old is None or resize:
-            # Missing, torn, of another version, or resized: a new file, so no stale record of
-            # an earlier generation can ever be taken for one of this generation, and all of
-            # its zeros are written (see wal.new_log).
-            atomic_write(self._log, wal.new_log(header, size or wal.MIN_CAPACITY))
-        else:
+        try:
             fd = wal.open_log(self._log, write=True)
-            try:
+        except FileNotFoundError:
+            fd = -1
+        try:
+            old = None if fd < 0 else wal.read_header_fd(fd)
+            with self._view_lock:
+                tail = None if fd < 0 else self._follow(fd, old)
+            objects = dict(tail.objects) if tail is not None else {}
+            objects.update(self._written)
+            for kind, payload in objects.values():
+                self._write_loose(kind, payload)
+            if tail is not None and tail.records:
+                assert tail.last is not None
+                self._swap_ref(BRANCH, tail.last, None, lambda: None, check=False)
+            self.sync()
+            if clear:
+                self._clear_log_pending()
+            head = self._ref_file(BRANCH)
+            header = wal.Header(1 if old is None else old.generation + 1, boot, head)
+            resize = old is not None and size is not None and size != os.fstat(fd).st_size
+            if old is None or resize:
+                # Missing, torn, or resized: a new file, so no stale record of an earlier
+                # generation can ever be taken for one of this generation, and all of its zeros
+                # are written (see wal.new_log).
+                atomic_write(self._log, wal.new_log(header, size or wal.MIN_CAPACITY))
+            else:
                 wal.write_header(fd, header)
-            finally:
+        finally:
+            if fd >= 0:
                 os.close(fd)
-        self._tail = None
-        self._written = {}
+        with self._view_lock:
+            self._tail, self._log_seen = None, None
+        self._written, self._pending_bytes = {}, 0
+        if objects and maintain:
+            self._auto_maintain()
+
+    def _clear_log_pending(self) -> None:
+        """After a checkpoint's flush (under the writer lock): the repository alone is whole
+        again, so git may read it: the extension goes, and the format version is 0 again."""
+        config = self._git.config
+        if _config_true(config, _EXTENSION_KEY) or _config_int(config, _FORMAT_KEY) != 0:
+
+            def clear(edited: pygit2.Config) -> None:
+                with contextlib.suppress(KeyError):
+                    edited.delete_multivar(_EXTENSION_KEY, ".*")
+                edited[_FORMAT_KEY] = 0
+
+            self._edit_config(clear)
+        self._marked_config = None
+
+    def _edit_config(self, edit: Callable[[pygit2.Config], None]) -> None:
+        """Change the repository's config durably: libgit2 edits a copy, which replaces the
+        config through :func:`atomic_write` (libgit2's own writer renames an unflushed file,
+        so a power loss could leave an empty config, which no one opens)."""
+        copy = self.path / f"config.gitmem-{_PROCESS[0]}"
+        try:
+            shutil.copyfile(self.path / "config", copy)
+            edit(pygit2.Config(str(copy)))
+            data = copy.read_bytes()
+        finally:
+            with contextlib.suppress(OSError):
+                copy.unlink()
+        atomic_write(self.path / "config", data)
 
     def _recover_if_rebooted(self) -> None:
         """On first use: if the log was last started in another boot, power may have been
         lost since; recover under the writer lock (a store that cannot be locked, being
-        read-only, is read as it is)."""
+        read-only, is read as it is: its readers follow the log as ever)."""
         if not self._rebooted():
             return
         if getattr(self._local, "locked", False):
@@ -761,14 +999,15 @@ class GitRepo:
             return  # read what is there; the next writer recovers (or says why it cannot)
 
     def recover(self) -> None:
-        """Under the writer lock: after a power loss, rebuild what the log holds; idempotent.
+        """Under the writer lock: after a power loss, publish what the log holds; idempotent.
 
-        Removes loose objects whose content does not match their id (torn by the power loss;
-        only unacknowledged writes or the log can have written them), writes every object of
-        the valid records of the log's current generation that is missing, points the branch
-        at the last record's head unless it names a complete commit the log does not know (a
-        move by something else), and checkpoints. Nothing happens if the log was started in
-        this boot (another process recovered already).
+        Removes loose objects whose content does not match their id (torn by the power loss:
+        only a checkpoint cut short, or a version 1 log's writes, wrote them unflushed). A
+        version 1 log's valid records have their missing objects written again. The branch is
+        pointed at the last record's head when the generation has records; else (and for a
+        version 1 log) at it unless the ref file names a complete commit the log does not
+        know (a move by something else). Then a checkpoint publishes the rest. Nothing happens
+        if the log was started in this boot (another process recovered already).
         """
         if not self._rebooted():
             return
@@ -788,29 +1027,31 @@ class GitRepo:
                 found, heads = wal.replay_plan(fd, header, BRANCH)
             finally:
                 os.close(fd)
-            for record in found:
-                for oid, kind, payload in wal.record_objects(record):
-                    if not self.has(oid):
-                        self._store(kind, payload)
+            if header.version == 1:
+                for record in found:
+                    for _, kind, payload in wal.record_objects(record):
+                        self._write_loose(kind, payload)
         last = heads[-1]
+        logged = header is not None and header.version != 1 and len(heads) > 1
         try:
-            current, readable = self.ref(BRANCH), True
+            current, readable = self._ref_file(BRANCH), True
         except IntegrityError:  # the rename reached the disk, the lock's content did not
             current, readable = None, False
         if not readable or (
-            current != last and (current in heads or not self._complete(current, heads))
+            current != last and (logged or current in heads or not self._complete(current, heads))
         ):
             self._force_ref(BRANCH, last)
-        self.checkpoint()
+        self._checkpoint()
 
     def _rebooted(self) -> bool:
         """True when the log was last started in another boot (or its header is torn)."""
-        if self._this_boot or not (_BATCHED and _wal_on()):
+        if self._this_boot or not _wal_on():
             return False
         header = wal.read_header(self._log)
         if header is None:
             # No log (an older store, or a clone): every write it holds was flushed.
             return os.path.lexists(self._log)
+        _check_log_version(header)
         self._this_boot = header.boot == wal.boot_id()
         return not self._this_boot
 
@@ -863,6 +1104,9 @@ class GitRepo:
         """
         with self.flock(timeout):
             self._local.locked = True
+            # Objects a write that failed before its record left behind: not in any record,
+            # they must not join the next one.
+            self._written, self._pending_bytes = {}, 0
             try:
                 self._clear_stale_ref_locks()
                 self._no_reflogs()
@@ -1044,7 +1288,9 @@ class GitRepo:
                 str(self.path.resolve() / "objects") + "\n", encoding="utf-8"
             )
             staging = pygit2.Repository(str(scratch))
-            head = self.ref(BRANCH)
+            # The published head (the ref file): what the redo log holds is not in the
+            # repository the scratch one borrows from; an older head negotiates as well.
+            head = self._ref_file(BRANCH)
             if head is not None:
                 staging.references.create(BRANCH, pygit2.Oid(hex=head))
             remote = staging.remotes.create_anonymous(url)
@@ -1084,14 +1330,17 @@ class GitRepo:
             self.fsync_dir(f"objects/{sub.name}")
         # libgit2 rescans objects/pack when it misses an object, so the new packs are seen.
 
-    def push(self, url: str, refspecs: list[str]) -> None:
-        """Push ``refspecs`` (never forced) to ``url``.
+    def push(self, url: str, refspecs: list[str], lock_timeout: float = 30.0) -> None:
+        """Push ``refspecs`` (never forced) to ``url``, after a checkpoint (taking the writer
+        lock for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2
+        sends what the repository holds.
 
         Raises :class:`PushRejected` when the remote refuses an update (it has commits this
         repository lacks), :class:`RemoteError` when it cannot be reached.
         """
         if any(spec.startswith("+") for spec in refspecs):
             raise ValueError("gitmem never force-pushes")
+        self._publish_all(lock_timeout)
         remote = self._anonymous(url)
         callbacks = _Callbacks()
         with _remote_errors(url, callbacks):
@@ -1116,19 +1365,24 @@ class GitRepo:
         """
         git = self._git
         seen: dict[str, str] = {}
-        # gitmem's own refs first: what they reach is walked strictly.
-        names = sorted(git.references, key=lambda n: n not in (BRANCH, META_REF))
+        # gitmem's own refs first: what they reach is walked strictly (the branch as the redo
+        # log has it).
+        names = sorted(set(git.references) | {BRANCH, META_REF}, key=lambda n: n not in _OWN)
         for name in names:
             _require_file(self.path / name, name)
-            own = name in (BRANCH, META_REF)
+            if name in _OWN:
+                found = self.ref(name)
+                if found is not None:
+                    self._walk(found, seen, None, name)
+                continue
             try:
                 target = str(git.references[name].resolve().target)
             except (KeyError, pygit2.GitError) as exc:
-                if own or missing is None:
+                if missing is None:
                     raise IntegrityError(f"the ref {name} cannot be resolved: {exc}") from None
                 missing.append(f"the ref {name} cannot be resolved: {exc}")
                 continue
-            self._walk(target, seen, None if own else missing, name)
+            self._walk(target, seen, missing, name)
         return seen
 
     def _walk(self, root: str, seen: dict[str, str], missing: list[str] | None, ref: str) -> None:
@@ -1151,6 +1405,17 @@ class GitRepo:
                 stack.extend((e.oid, e.name) for e in parse_tree(data, oid))
             elif kind == b"tag":
                 stack.append((_tag_target(data, oid), ""))
+
+    def _publish_all(self, lock_timeout: float) -> None:
+        """Checkpoint (the clearing kind) so that libgit2 and git see every write, under the
+        writer lock (taken here unless this thread holds it)."""
+        if not _wal_on():
+            return
+        if getattr(self._local, "locked", False):
+            self._publish_or_fail(clear=True)
+            return
+        with self.write_lock(lock_timeout):
+            self._publish_or_fail(clear=True)
 
     def foreign_ref_problems(self) -> list[str]:
         """What is missing or damaged behind refs other than gitmem's own, one sentence each.
@@ -1185,6 +1450,8 @@ class GitRepo:
         now = time.time() if now is None else now
         objects = self.path / "objects"
         pack_dir = objects / "pack"
+        # What the redo log holds goes into the repository first: gc walks and packs it.
+        self._publish_or_fail(clear=True, maintain=False)
         report = GcReport(bytes_before=_tree_bytes(objects))
         for leftover in self.path.glob(_GC_TMP_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
@@ -1245,9 +1512,6 @@ class GitRepo:
         with contextlib.suppress(AttributeError):
             del self._local.repo  # reopened on next use, letting go of removed packs
         report.bytes_after = _tree_bytes(objects)
-        if _BATCHED and _wal_on():
-            # Loose objects the log would restore are gone; start the log from here.
-            self.checkpoint()
         return report
 
     def maintain(self) -> MaintenanceReport:
@@ -1409,6 +1673,39 @@ def _group_sync(key: str) -> _GroupSync:
 def _wal_on() -> bool:
     """Whether writes go through the redo log: Linux's ``syncfs`` and a boot id are needed."""
     return _BATCHED and wal.boot_id() is not None
+
+
+# A write whose objects' payloads total more than this is not logged but published at once (a
+# checkpoint): the log, and the copy of its objects every reader keeps in memory, stay small.
+LOG_WRITE_LIMIT = 256 << 10
+
+
+_EXTENSION_KEY = f"extensions.{LOG_EXTENSION}"
+_FORMAT_KEY = "core.repositoryformatversion"
+
+
+def _config_true(config: pygit2.Config, key: str) -> bool:
+    try:
+        return config.get_bool(key)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+
+def _config_int(config: pygit2.Config, key: str) -> int | None:
+    try:
+        return config.get_int(key)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
+def _check_log_version(header: wal.Header) -> None:
+    """Refuse a redo log written by a newer gitmem: its records may hold writes this version
+    cannot read, and a checkpoint of its own would throw them away."""
+    if header.version not in wal.KNOWN_VERSIONS:
+        raise IntegrityError(
+            f"the redo log {wal.LOG_NAME} is of version {header.version}, written by a newer "
+            "gitmem; open the store with that version"
+        )
 
 
 # How long opening a store after a reboot waits for the writer lock to recover it.

@@ -1277,6 +1277,13 @@ class MemoryStore:
         with self.repo.write_lock(self.lock_timeout):
             return self.repo.gc(grace)
 
+    def checkpoint(self) -> None:
+        """Publish every write the redo log holds into the git repository, durably, so that
+        plain git (and any other git tool) can read it; holds the writer lock. A no-op where
+        writes are not logged (design.md, "The redo log")."""
+        with self.repo.write_lock(self.lock_timeout):
+            self.repo.checkpoint(clear=True)
+
 
 class Replication(Protocol):
     """What :mod:`gitmem.sync` gives the store. Replication sits above the store in the layers

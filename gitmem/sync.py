@@ -287,7 +287,7 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
         return SyncResult(
             label, url, "up-to-date", None if head is None else head.commit, remote_head
         )
-    repo.push(url, specs)
+    repo.push(url, specs, store.lock_timeout)
     if marks is not None and head is not None:
         marks.advance(Mark(head.commit, head.seq))
     return SyncResult(label, url, "pushed", None if head is None else head.commit, remote_head)

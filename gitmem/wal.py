@@ -1,11 +1,12 @@
-"""The redo log, ``<repository>/gitmem.wal``: one flush per write, rebuilt after a power loss.
+"""The redo log, ``<repository>/gitmem.wal``: one flush per write, published at checkpoints.
 
-Every write appends one record holding every object it wrote and the ref it moves; the
-record's ``fdatasync`` is the write's only flush. Loose objects and refs are written as before
-but never flushed: after a reboot (a different boot id) :mod:`gitmem.gitrepo` replays the valid
-records of the log's current generation. design.md ("Writing", step 7, and "The redo log")
-gives the format; this module is its only reader and writer. It knows nothing of libgit2:
-object ids are computed here with hashlib, from the type and payload each record holds.
+Every write appends one record holding every object it wrote and the branch's new head; the
+record's ``fdatasync`` is the write's only flush. In version 2 a record's objects and head are
+in the log alone until a checkpoint writes them into the repository (as SQLite's WAL mode
+does): readers follow the log (:func:`follow`) and keep its objects in memory. design.md
+("Writing", step 7, and "The redo log") gives the format; this module is its only reader and
+writer. It knows nothing of libgit2: object ids are computed here with hashlib, from the type
+and payload each record holds.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ import struct
 import uuid
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LOG_NAME = "gitmem.wal"
 """The log's file name in the repository."""
-VERSION = 1
-"""The log format version (design.md, "The redo log")."""
+VERSION = 2
+"""The log format version this gitmem writes (design.md, "The redo log"): in version 1 a
+record's objects and ref were also written to the repository by the write itself; in version 2
+they are there only once a checkpoint has published them."""
+KNOWN_VERSIONS = (1, 2)
+"""The versions this gitmem reads (a version 1 log is migrated by a checkpoint)."""
 MAGIC = b"gitmemWL"
 RECORD_MAGIC = b"GMWR"
 HEADER_SIZE = 4096
@@ -72,29 +77,30 @@ def object_id(kind: bytes, payload: bytes) -> str:
 
 @dataclass(frozen=True)
 class Header:
-    """A generation's start: its number, the boot it began in, and the branch head then."""
+    """A generation's start: its number, the boot it began in, the branch head then, and the
+    log format version it was written in (any version is parsed; callers decide what to do
+    with one they do not know)."""
 
     generation: int
     boot: bytes
     base: str | None
+    version: int = VERSION
 
     def to_bytes(self) -> bytes:
         raw = bytes.fromhex(self.base) if self.base else bytes(20)
-        fixed = _HEADER.pack(MAGIC, VERSION, self.generation, self.boot, bool(self.base), raw)
+        fixed = _HEADER.pack(MAGIC, self.version, self.generation, self.boot, bool(self.base), raw)
         return fixed + _CRC.pack(zlib.crc32(fixed))
 
     @classmethod
     def parse(cls, data: bytes) -> Header | None:
-        """The header at the start of ``data``; None when it is absent, torn or unknown."""
+        """The header at the start of ``data``; None when it is absent or torn."""
         end = _HEADER.size
         if len(data) < end + _CRC.size or data[:8] != MAGIC:
             return None
         if _CRC.unpack_from(data, end)[0] != zlib.crc32(data[:end]):
             return None
         _, version, generation, boot, has_base, raw = _HEADER.unpack_from(data)
-        if version != VERSION:
-            return None
-        return cls(generation, boot, raw.hex() if has_base else None)
+        return cls(generation, boot, raw.hex() if has_base else None, version)
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,7 @@ def open_log(path: Path, *, write: bool) -> int:
 
 
 def read_header(path: Path) -> Header | None:
-    """The log's header; None when the log is missing, not a file, torn or of another version."""
+    """The log's header; None when the log is missing, not a file or torn."""
     try:
         fd = open_log(path, write=False)
     except OSError:
@@ -255,28 +261,45 @@ def datasync(path: Path) -> None:
 
 @dataclass
 class Tail:
-    """Where the next record of a generation goes: what one process knows of the log's end."""
+    """What one process knows of a generation: where its next record goes, where its last
+    record moved the branch, and every object its records hold (``{id: (type, payload)}``:
+    in version 2 they are in no other place until a checkpoint)."""
 
     generation: int
     offset: int = HEADER_SIZE
     seq: int = 1
     last: str | None = None
     inode: int = 0
+    objects: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """How many records of the generation have been seen."""
+        return self.seq - 1
+
+    def add(self, record: Record, end: int, ref: str) -> None:
+        """Take in ``record``, which ends at offset ``end``."""
+        for oid, kind, payload in record_objects(record):
+            self.objects[oid] = (kind, payload)
+        self.offset, self.seq = end, record.seq + 1
+        self.last = record.head(ref) or self.last
 
 
 def follow(fd: int, header: Header, tail: Tail | None, ref: str) -> Tail:
     """The end of ``header``'s generation, scanning forward from ``tail`` if it is of the same
-    generation (records other processes appended since), else from the first record.
+    generation (records other processes appended since), else from the first record (a new
+    :class:`Tail`: the objects of another generation are dropped).
 
     ``Tail.last`` is where the generation's last record moved ``ref`` (the base if none did).
+    A record of another generation ends the scan, so a checkpoint that starts a new one
+    mid-scan leaves a consistent, possibly older, view (what the old generation held).
     """
     inode = os.fstat(fd).st_ino
     # A log replaced by a new file (its header was torn) restarts at generation 1.
     if tail is None or (tail.generation, tail.inode) != (header.generation, inode):
         tail = Tail(header.generation, last=header.base, inode=inode)
     for record, end in records(fd, header, tail.offset, tail.seq):
-        tail.offset, tail.seq = end, record.seq + 1
-        tail.last = record.head(ref) or tail.last
+        tail.add(record, end, ref)
     return tail
 
 

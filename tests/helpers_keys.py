@@ -22,4 +22,5 @@ def append_with_epoch_zero(repo_path: Path, key: str, store_id: bytes, head: Ope
         head.tree, [head.commit], fmt.encode_message(old.seal_record(record.to_bytes(), ad))
     )
     repo.update_ref(BRANCH, forged, head.commit)
+    repo.checkpoint(clear=True)  # a remote is read by git: nothing may stay in a redo log
     return forged

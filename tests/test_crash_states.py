@@ -146,9 +146,9 @@ def test_pwrite_inside_and_past_the_end_is_durable_after_fdatasync_only(tmp_path
 
 
 def test_a_power_loss_while_writes_pack_loose_objects_loses_nothing(tmp_path: Path) -> None:
-    # Maintenance packs loose objects, then removes them unflushed. Its pack's names must be
-    # durable first, in both directories of their renames: no write's syncfs covers them any
-    # more.
+    # Checkpoints publish the log's objects as loose files; maintenance packs them, then
+    # removes them unflushed. Its pack's names must be durable first, in both directories of
+    # their renames: no write's syncfs covers them any more.
     result = cs.run(writes=2, random_subsets=0, base=tmp_path, maintain=True)
     assert result.flushes > 2  # the pack's fsyncs are in the trace
     assert result.failures == []
@@ -161,9 +161,17 @@ def test_the_checker_finds_the_losses_a_store_without_recovery_would_have(
 
     if not gitrepo._wal_on():
         pytest.skip("the redo log needs syncfs and a boot id (Linux)")
-    # Without the replay of the log after the (simulated) reboot, a power loss loses
-    # acknowledged writes: the checker must see it.
-    monkeypatch.setattr(gitrepo.GitRepo, "recover", lambda self: None)
+    # A gitmem that neither recovers after the (simulated) reboot nor reads the redo log (as an
+    # older version, or plain git, would) loses acknowledged writes: the checker must see it.
+    real_check = cs.check
+
+    def blind_check(*args: Any) -> Any:
+        with monkeypatch.context() as blind:
+            blind.setattr(gitrepo.GitRepo, "recover", lambda self: None)
+            blind.setattr(gitrepo.GitRepo, "_view", lambda self, force=False: None)
+            return real_check(*args)
+
+    monkeypatch.setattr(cs, "check", blind_check)
     result = cs.run(writes=1, random_subsets=0, base=tmp_path)
     assert result.failures != []
 
@@ -182,8 +190,9 @@ def test_a_power_loss_at_any_moment_of_a_write_loses_nothing_acknowledged(
     # Before the write path flushed objects/ itself, a new objects/xx directory could vanish
     # with the objects in it while the ref that names them survived. Since the redo log, the
     # objects and the ref are never flushed by a write: every state is recovered from the log.
+    # Since its version 2 a write touches nothing else (a few states: the record kept or not).
     result = cs.run(writes=1, random_subsets=0, base=tmp_path)
-    assert result.states > 20
+    assert result.states >= 3
     assert result.failures == []
 
 

@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.cmac import CMAC
+from helpers_repo import published
 
 import gitmem
 
@@ -152,7 +153,7 @@ class Reader:
 
     @classmethod
     def open(cls, path: Path, key_text: str) -> Reader:
-        repo = pygit2.Repository(str(path))
+        repo = pygit2.Repository(str(published(path)))
         # Format 2: the head's root tree carries the metadata; the ref must agree with it.
         root = commit_of(repo, repo.references[BRANCH].target).tree
         meta = json.loads(blob_of(repo, root[META_ENTRY].id))
@@ -319,7 +320,7 @@ def test_key_text_format() -> None:
 
 
 def test_refs_and_metadata_blob(made: Made) -> None:
-    repo = pygit2.Repository(str(made.path))
+    repo = pygit2.Repository(str(published(made.path)))
     assert repo.is_bare
     assert sorted(repo.references) == [META_REF, BRANCH]
     assert repo.references["HEAD"].target == BRANCH

@@ -249,8 +249,13 @@ def test_a_kill_between_the_object_writes_and_the_ref_update_leaves_the_old_stat
     tool.call({"command": "create", "path": hp.LOG, "file_text": "first\n"})
     head = tool.store.head()
     orphan = run_fault(repo_path, key, tmp_path, "before-ref")
-    # The dead writer's commit and objects are on disk, but the branch never moved to them.
-    assert GitRepo(repo_path).read_commit(orphan).parents == (head,)
+    # The branch never moved to the dead writer's commit. With the redo log its objects were
+    # never written anywhere (only its record would have held them); without it, they are
+    # on disk, unreferenced.
+    if gitrepo._wal_on():
+        assert not GitRepo(repo_path).has(orphan)
+    else:
+        assert GitRepo(repo_path).read_commit(orphan).parents == (head,)
     assert tool.store.head() == head
     assert tool.store.files() == {hp.LOG: "first\n"}
     assert tool.store.verify().ok
@@ -646,8 +651,10 @@ def test_an_acknowledged_write_whose_objects_the_power_loss_took_is_rebuilt_from
     expected = store.files()
     record, _, _ = last_record(repo_path)
     written = [oid for oid, _, _ in wal.record_objects(record)]
-    assert drop_loose(repo_path, written) == len(written)
-    # One more object survived torn: recovery removes it and writes it again.
+    # The write put its objects in its record alone (a checkpoint publishes them).
+    assert drop_loose(repo_path, written) == 0
+    # One object is there torn (a checkpoint cut short): recovery removes it and writes it
+    # again.
     torn = repo_path / "objects" / record.head(BRANCH)[:2] / record.head(BRANCH)[2:]  # type: ignore[index]
     torn.parent.mkdir(exist_ok=True)
     torn.write_bytes(b"\0" * 10)
@@ -722,6 +729,7 @@ def test_a_complete_ref_move_the_log_does_not_know_is_kept(
     repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = two_writes(repo_path, key, tmp_path)
+    store.checkpoint()  # another tool sees the writes only once they are published
     head = next(iter(store.log()))
     git = pygit2.Repository(str(repo_path))
     sig = pygit2.Signature("other", "other@invalid", 0, 0)
@@ -828,48 +836,71 @@ def test_records_of_two_processes_interleave_and_all_are_replayed(
 
 
 @needs_log
-def test_a_full_log_starts_a_new_generation_and_a_huge_record_extends_it(
+def test_a_full_log_starts_a_new_generation(
     repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_writes(repo_path, key, tmp_path)
+    store = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    start = wal.read_header(repo_path / wal.LOG_NAME)
+    assert start is not None
+    rng = random.Random(7)
+    for n in range(4):  # records of about 100 KB: the 64 KiB log holds one at a time
+        store.create(parse(f"/memories/big{n}.md"), text(rng, 100_000))
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.generation > start.generation
+    # The checkpoint published the generations before: the ref file is where they ended.
+    assert GitRepo(repo_path)._ref_file(BRANCH) == header.base
+    expected = store.files()
+    assert after_reboot(repo_path, key, tmp_path, monkeypatch).files() == expected
+
+
+@needs_log
+def test_a_large_write_is_published_at_once_instead_of_logged(
+    repo_path: Path, key: str, tmp_path: Path
 ) -> None:
     two_writes(repo_path, key, tmp_path)
     store = MemoryStore.open(
         repo_path, key, state_dir=tmp_path / "state", limits=Limits(max_file_bytes=None)
     )
-    start = wal.read_header(repo_path / wal.LOG_NAME)
+    log = repo_path / wal.LOG_NAME
+    start = wal.read_header(log)
     assert start is not None
-    rng = random.Random(7)
-
-    def text(size: int) -> str:  # base64 of random bytes: compressed, about 3/4 of its size
-        return base64.b64encode(rng.randbytes(size * 3 // 4)).decode()
-
-    for n in range(4):
-        store.create(parse(f"/memories/big{n}.md"), text(400_000))
-    header = wal.read_header(repo_path / wal.LOG_NAME)
+    store.create(parse("/memories/huge.md"), text(random.Random(5), 2_000_000))
+    header = wal.read_header(log)
     assert header is not None and header.generation > start.generation
-    store.create(parse("/memories/huge.md"), text(2_000_000))
-    assert (repo_path / wal.LOG_NAME).stat().st_size > wal.MAX_CAPACITY
-    expected = store.files()
-    record, _, _ = last_record(repo_path)
-    drop_record(repo_path, record)
-    assert after_reboot(repo_path, key, tmp_path, monkeypatch).files() == expected
+    # Not in the log (which keeps its size, and has no record): in the repository, durably.
+    assert log.stat().st_size == wal.MIN_CAPACITY
+    fd = wal.open_log(log, write=False)
+    try:
+        assert list(wal.records(fd, header)) == []
+    finally:
+        os.close(fd)
+    head = store.head()
+    assert head is not None
+    assert GitRepo(repo_path)._ref_file(BRANCH) == head == header.base
+    assert pygit2.Repository(str(repo_path)).get(head) is not None
+
+
+def text(rng: random.Random, size: int) -> str:
+    """Base64 of random bytes (compressed, about 3/4 of ``size``)."""
+    return base64.b64encode(rng.randbytes(size * 3 // 4)).decode()
 
 
 @needs_log
-def test_an_object_already_loose_is_not_replaced_yet_is_in_the_next_record(
-    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_an_object_already_loose_is_not_replaced_by_a_checkpoint(
+    repo_path: Path, key: str, tmp_path: Path
 ) -> None:
     """Replacing a durable loose object by an unflushed copy could let a power loss keep the
-    rename and lose the data; the record still carries it, for an object not yet durable."""
+    rename and lose the data."""
     store = two_writes(repo_path, key, tmp_path)
     oid = store.repo.write_blob(b"written twice")
     path = repo_path / "objects" / oid[:2] / oid[2:]
-    store.repo.checkpoint()  # durable, and no record of this generation holds it
+    assert not path.exists()  # in the next record, or the next checkpoint
+    store.repo.checkpoint()
     inode = path.stat().st_ino
     assert store.repo.write_blob(b"written twice") == oid
+    store.repo.checkpoint()
     assert path.stat().st_ino == inode
-    store.create(parse("/memories/d.md"), "a write after it\n")
-    record, _, _ = last_record(repo_path)
-    assert oid in {found for found, _, _ in wal.record_objects(record)}
 
 
 @needs_log
@@ -907,6 +938,8 @@ def test_a_torn_header_gets_a_new_log_and_loses_nothing(
 ) -> None:
     store = two_writes(repo_path, key, tmp_path)
     expected = store.files()
+    # A checkpoint rewrites the header only once what the log held is durably published.
+    store.checkpoint()
     with open(repo_path / wal.LOG_NAME, "r+b") as handle:
         handle.write(b"\0" * 16)  # the power loss tore a checkpoint's header rewrite
     again = after_reboot(repo_path, key, tmp_path, monkeypatch)
@@ -926,20 +959,280 @@ def test_a_recovery_cut_short_runs_again_at_the_next_open(
     record, _, _ = last_record(repo_path)
     drop_record(repo_path, record)
     reboot(tmp_path, monkeypatch)
-    real = GitRepo.checkpoint
+    real = GitRepo._checkpoint
 
-    def power_loss(self: GitRepo) -> None:
+    def power_loss(self: GitRepo, *args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(GitRepo, "checkpoint", power_loss)
+    monkeypatch.setattr(GitRepo, "_checkpoint", power_loss)
     with pytest.raises(StorageError, match="cannot recover"):
         MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").create(
             parse("/memories/refused.md"), "refused\n"
         )
-    monkeypatch.setattr(GitRepo, "checkpoint", real)
+    monkeypatch.setattr(GitRepo, "_checkpoint", real)
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.boot != wal.boot_id()  # still to recover
     again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
     assert again.files() == expected
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.boot == wal.boot_id()
+
+
+# -- the redo log, version 2: objects and head in the log until a checkpoint ----------------
+
+
+@needs_log
+def test_a_reader_in_another_process_sees_a_logged_write_before_any_checkpoint(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None
+    # Neither the ref file nor any loose object knows the writes: only the log.
+    assert GitRepo(repo_path)._ref_file(BRANCH) == header.base != store.head()
+    code = (
+        "import json, sys\n"
+        "from gitmem import MemoryStore\n"
+        "store = MemoryStore.open(sys.argv[1], sys.argv[2], state_dir=sys.argv[3])\n"
+        "print(json.dumps([store.head(), store.files()]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(repo_path), key, str(tmp_path / "reader-state")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out) == [store.head(), store.files()]
+
+
+@needs_log
+def test_a_reader_follows_the_log_across_a_new_generation(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    writer = two_writes(repo_path, key, tmp_path)
+    reader = MemoryStore.open(repo_path, key, state_dir=tmp_path / "reader")
+    assert reader.files() == writer.files()
+    seen = reader.repo._tail
+    assert seen is not None and seen.records == 2 and seen.objects
+    writer.checkpoint()
+    writer.create(parse("/memories/later.md"), "after the checkpoint\n")
+    assert reader.files() == writer.files()
+    now = reader.repo._tail
+    assert now is not None and now.generation == seen.generation + 1
+    # The old generation's objects were dropped: they are in the repository now.
+    assert now.records == 1 and not set(seen.objects) <= set(now.objects)
+
+
+def test_a_scan_that_meets_a_new_generation_stops_at_the_old_one(tmp_path: Path) -> None:
+    """A checkpoint that starts a new generation while a reader scans: the reader, holding
+    the old header, ends at the first record of the new one (a consistent, older view)."""
+    log = tmp_path / wal.LOG_NAME
+    boot = uuid.uuid4().bytes
+    old = wal.Header(4, boot, "a" * 40)
+    first = wal.Record(4, 1, ((BRANCH, "b" * 40),), ((b"blob", b"one"),))
+    log.write_bytes(wal.new_log(old))
+    fd = wal.open_log(log, write=True)
+    try:
+        os.pwrite(fd, first.to_bytes(), wal.HEADER_SIZE)
+        seen = wal.follow(fd, old, None, BRANCH)
+        # Meanwhile: a checkpoint, and the new generation's first two records.
+        wal.write_header(fd, wal.Header(5, boot, "b" * 40))
+        offset = wal.HEADER_SIZE
+        for seq, head in ((1, "c" * 40), (2, "d" * 40)):
+            data = wal.Record(5, seq, ((BRANCH, head),), ((b"blob", head.encode()),)).to_bytes()
+            os.pwrite(fd, data, offset)
+            offset += len(data)
+        stale = wal.follow(fd, old, seen, BRANCH)  # the reader read the old header
+        assert (stale.records, stale.last) == (1, "b" * 40)
+        assert set(stale.objects) == {wal.object_id(b"blob", b"one")}
+    finally:
+        os.close(fd)
+
+
+@needs_log
+def test_objects_of_a_write_that_failed_are_in_no_later_record(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    orphan = ""
+    with pytest.raises(RuntimeError), store.repo.write_lock(5.0):
+        orphan = store.repo.write_blob(b"written by a write that then failed")
+        assert store.repo.has(orphan)
+        raise RuntimeError("the write fails before its record")
+    store.create(parse("/memories/next.md"), "the next write\n")
+    record, _, _ = last_record(repo_path)
+    assert orphan not in {oid for oid, _, _ in wal.record_objects(record)}
+    assert not store.repo.has(orphan)
+
+
+@needs_log
+def test_an_overlay_commit_resolves_from_a_prefix(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    head = store.head()
+    assert head is not None
+    reader = GitRepo(repo_path)
+    assert reader.resolve_prefix(head[:8]) == head
+    assert head in set(reader.all_object_ids())
+    assert set(store.snapshot(head[:10]).files()) == set(store.snapshot().files())
+    with pytest.raises(KeyError):
+        reader.resolve_prefix("0000000000")
+    # A prefix that an object of the log and one of the repository share is ambiguous.
+    published = reader._ref_file(META_REF)
+    assert published is not None
+    twin = next(
+        payload
+        for n in itertools.count()
+        if wal.object_id(b"blob", payload := b"twin %d" % n)[:4] == published[:4]
+    )
+    assert reader.write_blob(twin)[:4] == published[:4]
+    with pytest.raises(ValueError, match="ambiguous"):
+        reader.resolve_prefix(published[:4])
+
+
+def v1_log(repo: Path, store: MemoryStore, boot: bytes | None) -> tuple[wal.Record, str]:
+    """Rewrite the store's log as gitmem before version 2 left it: its last write's objects
+    loose and the branch's ref file moved (unflushed), and the write's record in a version 1
+    log. Returns the record and the head before it."""
+    store.checkpoint()  # everything published: the ref file and loose objects
+    last, before = list(store.log())[:2]
+    repo_objects = [
+        (oid, kind, payload)
+        for oid in [last.commit, last.tree]
+        for kind, payload in [store.repo._read_any(oid, gitrepo._ANY_KIND)]
+    ]
+    record = wal.Record(7, 1, ((BRANCH, last.commit),), tuple((k, p) for _, k, p in repo_objects))
+    header = wal.Header(7, boot or bytes(16), before.commit, version=1)
+    log = repo / wal.LOG_NAME
+    log.write_bytes(wal.new_log(header))
+    with open(log, "r+b") as handle:
+        handle.seek(wal.HEADER_SIZE)
+        handle.write(record.to_bytes())
+    return record, before.commit
+
+
+@needs_log
+def test_a_version_1_log_of_this_boot_is_migrated_by_a_checkpoint(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    v1_log(repo_path, store, wal.boot_id())
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    assert again.files() == expected  # read from the repository: the log adds nothing
+    again.create(parse("/memories/after.md"), "after\n")
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.version == 2 and header.generation == 8
+    assert header.base == list(again.log())[1].commit
+    assert again.verify().ok
+
+
+@needs_log
+def test_a_version_1_log_after_a_reboot_is_replayed_then_migrated(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    expected = store.files()
+    record, _ = v1_log(repo_path, store, uuid.uuid4().bytes)
+    # The power loss took the loose objects the version 1 write had not flushed.
+    assert drop_record(repo_path, record) == len(record.objects)
+    again = after_reboot(repo_path, key, tmp_path, monkeypatch)
+    assert again.files() == expected
+    header = wal.read_header(repo_path / wal.LOG_NAME)
+    assert header is not None and header.version == 2 and header.boot == wal.boot_id()
+    assert again.verify().ok
+
+
+@needs_log
+def test_a_log_of_a_newer_version_is_refused(repo_path: Path, key: str, tmp_path: Path) -> None:
+    two_writes(repo_path, key, tmp_path)
+    log = repo_path / wal.LOG_NAME
+    header = wal.read_header(log)
+    assert header is not None
+    fd = wal.open_log(log, write=True)
+    try:
+        wal.write_header(fd, wal.Header(header.generation, header.boot, header.base, version=3))
+    finally:
+        os.close(fd)
+    before = log.read_bytes()
+    with pytest.raises(IntegrityError, match="newer gitmem"):
+        store = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+        store.create(parse("/memories/refused.md"), "refused\n")
+    assert log.read_bytes() == before
+
+
+def git_log(repo: Path) -> subprocess.CompletedProcess[str]:
+    """``git log`` of the branch, by the git binary (which knows nothing of the redo log)."""
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "log", "--format=%H", BRANCH],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo.parent)},
+    )
+
+
+def extension(repo: Path) -> tuple[bool, int]:
+    """Whether the repository's config names the log's extension, and its format version."""
+    config = pygit2.Config(str(repo / "config"))
+    named = gitrepo._config_true(config, gitrepo._EXTENSION_KEY)
+    return named, gitrepo._config_int(config, gitrepo._FORMAT_KEY) or 0
+
+
+@needs_log
+def test_the_repository_names_the_log_extension_while_the_log_holds_writes(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import main
+
+    store = MemoryStore.open(repo_path, key, create=True, state_dir=tmp_path / "state")
+    assert extension(repo_path) == (False, 0)
+    store.create(parse("/memories/a.md"), "first\n")
+    assert extension(repo_path) == (True, 1)
+    # git refuses the repository rather than read a branch the log has moved past.
+    refused = git_log(repo_path)
+    assert refused.returncode != 0 and "gitmemlog" in refused.stderr
+    store.create(parse("/memories/b.md"), "second\n")
+    result = CliRunner().invoke(
+        main, ["--repo", str(repo_path), "checkpoint"], env={"GITMEM_KEY": key}
+    )
+    assert result.exit_code == 0, result.output
+    assert extension(repo_path) == (False, 0)
+    assert git_log(repo_path).stdout.split() == [op.commit for op in store.log()]
+    # The next write names it again; a checkpoint of a full log keeps it.
+    store.create(parse("/memories/c.md"), "third\n")
+    assert extension(repo_path) == (True, 1)
+    with store.repo.write_lock(5.0):
+        store.repo._checkpoint()
+    assert extension(repo_path) == (True, 1)
+    store.gc(0.0)  # gc clears it, as push does
+    assert extension(repo_path) == (False, 0)
+    assert git_log(repo_path).returncode == 0
+
+
+@needs_log
+def test_the_extension_is_set_once_per_generation(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_writes(repo_path, key, tmp_path)
+    # Every file counts as settled: the config's identity is remembered.
+    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
+    store.checkpoint()
+    store.create(parse("/memories/d.md"), "x\n")  # names the extension again
+    looked: list[str] = []
+    real = gitrepo._config_true
+
+    def counted(config: pygit2.Config, key: str) -> bool:
+        looked.append(key)
+        return real(config, key)
+
+    monkeypatch.setattr(gitrepo, "_config_true", counted)
+    for n in range(3):
+        with store.repo.write_lock(5.0):
+            store.repo._checkpoint()  # a full log's checkpoint: the extension stays
+        store.create(parse(f"/memories/e{n}.md"), "y\n")  # the first record of a generation
+    assert looked == []  # the config, unchanged, was not read again
+    assert extension(repo_path) == (True, 1)

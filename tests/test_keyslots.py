@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from helpers_keys import append_with_epoch_zero
+from helpers_repo import published
 
 from gitmem import MemoryStore, crypto, generate_key
 from gitmem import format as fmt
@@ -502,7 +503,7 @@ def test_slots_travel_with_a_plain_git_clone(slotted: MemoryStore, tmp_path: Pat
     assert head is not None and head.command == "keys" and head.record.detail == {"action": "add"}
     copy = tmp_path / "copy.git"
     subprocess.run(
-        ["git", "clone", "--bare", "-q", str(slotted.path), str(copy)],
+        ["git", "clone", "--bare", "-q", str(published(slotted.path)), str(copy)],
         check=True,
         capture_output=True,
     )
@@ -727,7 +728,7 @@ def test_a_plain_clone_after_removal_carries_the_new_epoch(
     slotted.create(parse("/memories/after.md"), "after")
     copy = tmp_path / "copy.git"
     subprocess.run(
-        ["git", "clone", "--bare", "-q", str(slotted.path), str(copy)],
+        ["git", "clone", "--bare", "-q", str(published(slotted.path)), str(copy)],
         check=True,
         capture_output=True,
     )

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_repo import published
 
 from gitmem import MemoryStore, RollbackDetected
 from gitmem.format import META_ENTRY, StoreMeta
@@ -22,6 +23,10 @@ from gitmem.paths import parse
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
+    """Run plain git, after publishing the redo log of every store it is given."""
+    for arg in args:
+        if (Path(arg) / "gitmem.wal").exists():
+            published(Path(arg))
     return subprocess.run(
         ["git", *args], check=True, capture_output=True, text=True, cwd=cwd
     ).stdout.strip()

@@ -32,6 +32,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
 from helpers_bomb import bomb, plant
+from helpers_repo import published
 
 import gitmem
 from gitmem import GitMemoryTool, IntegrityError, MemoryStore, RollbackDetected, WrongKey
@@ -42,7 +43,7 @@ from gitmem.crypto import KEY_TEXT_PREFIX
 def git(repo: Path, *args: str) -> bytes:
     """Run the git CLI on ``repo`` and return its stdout."""
     return subprocess.run(
-        ["git", f"--git-dir={repo}", *args], check=True, capture_output=True
+        ["git", f"--git-dir={published(repo)}", *args], check=True, capture_output=True
     ).stdout
 
 
@@ -211,7 +212,7 @@ class Objects:
 
 def objects_of(repo: Path) -> Objects:
     """HEAD's objects along /memories/dir/f.md (the only directory at the root)."""
-    r = pygit2.Repository(str(repo))
+    r = pygit2.Repository(str(published(repo)))
     commit = r[r.references["refs/heads/main"].target]
     assert isinstance(commit, pygit2.Commit)
     root = commit.tree
@@ -279,7 +280,7 @@ def test_flipped_bit_in_a_loose_object(
 
 
 def _point(repo: Path, ref: str, oid: str) -> None:
-    pygit2.Repository(str(repo)).references.create(ref, pygit2.Oid(hex=oid), force=True)
+    pygit2.Repository(str(published(repo))).references.create(ref, pygit2.Oid(hex=oid), force=True)
 
 
 def _bomb_meta(repo: Path, key: str, state: Path) -> None:
@@ -336,7 +337,7 @@ def test_a_decompression_bomb_is_never_inflated(
 def test_a_packed_object_larger_than_its_kind_allows_is_refused_from_its_header(
     filled: GitMemoryTool, repo_path: Path, key: str, state: Path
 ) -> None:
-    r = pygit2.Repository(str(repo_path))
+    r = pygit2.Repository(str(published(repo_path)))
     big = r.create_blob(os.urandom(100_000))  # the metadata blob may have 64 KiB
     builder = pygit2.PackBuilder(r)
     builder.add(big)
@@ -385,7 +386,7 @@ def test_a_prefix_made_ambiguous_by_planted_objects_resolves_through_history(
     store = open_store(repo_path, key, state)
     target = list(store.log())[1].commit
     prefix = target[:4]
-    r = pygit2.Repository(str(repo_path))
+    r = pygit2.Repository(str(published(repo_path)))
     n = 0
     while not hashlib.sha1(b"blob %d\0%d" % (len(str(n)), n)).hexdigest().startswith(prefix):
         n += 1
@@ -405,7 +406,7 @@ def test_altered_ciphertext_under_the_same_name(
     filled: GitMemoryTool, repo_path: Path, key: str, state: Path, hash_check: bool
 ) -> None:
     objs = objects_of(repo_path)
-    blob = bytearray(pygit2.Repository(str(repo_path))[objs.chunk].read_raw())
+    blob = bytearray(pygit2.Repository(str(published(repo_path)))[objs.chunk].read_raw())
     blob[len(blob) // 2] ^= 0x80
     _rewrite_loose(repo_path, objs.chunk, b"blob", bytes(blob))
     # gitmem turns the hash check on (gitmem/gitrepo.py); off, the crypto layer alone is tested.
@@ -430,7 +431,7 @@ def test_altered_ciphertext_in_a_new_object_breaks_the_commit(
 ) -> None:
     """Re-hashing the altered blob and every tree above it still needs a new commit record."""
     objs = objects_of(repo_path)
-    r = pygit2.Repository(str(repo_path))
+    r = pygit2.Repository(str(published(repo_path)))
     blob = bytearray(r[objs.chunk].read_raw())
     blob[-1] ^= 0x01
     new_chunk = r.create_blob(bytes(blob))
@@ -515,7 +516,7 @@ def test_forged_commit_fails_closed(
     filled: GitMemoryTool, repo_path: Path, key: str, state: Path, kind: str
 ) -> None:
     head = git(repo_path, "rev-parse", "refs/heads/main").decode().strip()
-    r = pygit2.Repository(str(repo_path))
+    r = pygit2.Repository(str(published(repo_path)))
     forged = forgeries(r, head)[kind]
     git(repo_path, "update-ref", "refs/heads/main", forged, head)
     expected = f"commit {forged} failed authentication (forged, altered or spliced)"
@@ -548,8 +549,8 @@ def test_record_from_another_store_with_the_same_key(
     b = GitMemoryTool(tmp_path / "other.git", key=key, state_dir=state)
     a.call({"command": "create", "path": "/memories/a.md", "file_text": "a"})
     b.call({"command": "create", "path": "/memories/b.md", "file_text": "b"})
-    ra = pygit2.Repository(str(repo_path))
-    rb = pygit2.Repository(str(tmp_path / "other.git"))
+    ra = pygit2.Repository(str(published(repo_path)))
+    rb = pygit2.Repository(str(published(tmp_path / "other.git")))
     for oid in rb.odb:
         obj = rb.odb.read(oid)
         ra.odb.write(obj[0], obj[1])
@@ -730,7 +731,7 @@ def assert_no_plaintext(repo: Path, extra: list[str]) -> None:
         for view in views:
             for needle in needles:
                 assert needle not in view, (path, needle)
-    for oid, view in _decoded_views(pygit2.Repository(str(repo))):
+    for oid, view in _decoded_views(pygit2.Repository(str(published(repo)))):
         for needle in needles:
             assert needle not in view, (oid, needle)
 
@@ -766,7 +767,14 @@ def test_no_plaintext_anywhere(
 
     # Packing rewrites every object into one file (deltified and compressed differently).
     subprocess.run(
-        ["git", f"--git-dir={repo_path}", "gc", "--aggressive", "--prune=now", "--quiet"],
+        [
+            "git",
+            f"--git-dir={published(repo_path)}",
+            "gc",
+            "--aggressive",
+            "--prune=now",
+            "--quiet",
+        ],
         check=True,
         capture_output=True,
     )
@@ -866,7 +874,7 @@ def _include_fifo(repo: Path) -> None:
 
 
 def _pack_index_fifo(repo: Path) -> None:
-    subprocess.run(["git", f"--git-dir={repo}", "repack", "-q", "-a", "-d"], check=True)
+    subprocess.run(["git", f"--git-dir={published(repo)}", "repack", "-q", "-a", "-d"], check=True)
     (idx,) = (repo / "objects" / "pack").glob("*.idx")
     _fifo(idx)
 
@@ -875,7 +883,8 @@ FIFOS: dict[str, Callable[[Path], None]] = {
     "config": lambda repo: _fifo(repo / "config"),
     "include.path in the config": _include_fifo,
     "packed-refs": lambda repo: _fifo(repo / "packed-refs"),
-    "the branch's ref file": lambda repo: _fifo(repo / "refs" / "heads" / "main"),
+    # Published first: while the redo log holds writes, the branch is read from the log.
+    "the branch's ref file": lambda repo: _fifo(published(repo) / "refs" / "heads" / "main"),
     "the metadata ref file": lambda repo: _fifo(repo / "refs" / "gitmem" / "meta"),
     "objects/info/alternates": lambda repo: _fifo(repo / "objects" / "info" / "alternates"),
     "a loose object": lambda repo: _fifo(loose(repo, objects_of(repo).chunk)),
@@ -1017,7 +1026,8 @@ def test_no_reflog_is_written_whatever_the_config_says(
 
 def _substitute(victim: Path, other: Path) -> None:
     """Copy ``other``'s objects and gitmem refs into ``victim`` (what a malicious host can do)."""
-    shutil.copytree(other / "objects", victim / "objects", dirs_exist_ok=True)
+    published(victim)  # what a host has: the published repositories
+    shutil.copytree(published(other) / "objects", victim / "objects", dirs_exist_ok=True)
     for ref in ("refs/heads/main", "refs/gitmem/meta"):
         (victim / ref).write_text((other / ref).read_text())
 
@@ -1113,7 +1123,7 @@ def test_a_damaged_pack_under_a_multi_pack_index_is_listed_by_verify(
     git(repo_path, "multi-pack-index", "write")
     # The metadata blob loose as well, so that the store opens and verify has work to do.
     meta = git(repo_path, "rev-parse", "refs/gitmem/meta").decode().strip()
-    body = pygit2.Repository(str(repo_path))[meta].read_raw()
+    body = pygit2.Repository(str(published(repo_path)))[meta].read_raw()
     (repo_path / "objects" / meta[:2]).mkdir(exist_ok=True)
     (repo_path / "objects" / meta[:2] / meta[2:]).write_bytes(
         zlib.compress(b"blob %d\0" % len(body) + body)

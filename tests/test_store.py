@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers_repo import published
 
 import gitmem
 from gitmem import parse_path
@@ -16,7 +17,10 @@ from gitmem.cli import main
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return subprocess.run(
-        ["git", "--git-dir", str(repo), *args], input=stdin, capture_output=True, check=True
+        ["git", "--git-dir", str(published(repo)), *args],
+        input=stdin,
+        capture_output=True,
+        check=True,
     ).stdout
 
 
@@ -151,7 +155,7 @@ def test_a_truncated_commit_between_mark_and_head_fails_closed(
     store.insert(p, 2, "3")
     assert first is not None and middle is not None
     HighWater(store.store_id, state, replica=repo_path).reset(Mark(first, 1))
-    loose = repo_path / "objects" / middle[:2] / middle[2:]
+    loose = published(repo_path) / "objects" / middle[:2] / middle[2:]
     loose.chmod(0o644)
     loose.write_bytes(loose.read_bytes()[:-8])
 
@@ -230,7 +234,7 @@ def test_verify_reads_every_file_again_whatever_this_store_keeps(tmp_path: Path,
     node = store.snapshot().lookup(p)
     assert node is not None
     chunk = store.repo.read_tree(node.oid)[0].oid
-    loose = store.path / "objects" / chunk[:2] / chunk[2:]
+    loose = published(store.path) / "objects" / chunk[:2] / chunk[2:]
     loose.chmod(0o600)
     loose.unlink()
     assert store.read_text(p) == "some text\n"  # kept: the same tree id is the same content

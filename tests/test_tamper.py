@@ -45,6 +45,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
 from helpers_bomb import plant
+from helpers_repo import published
 from pygit2.enums import ObjectType
 
 import gitmem
@@ -156,7 +157,7 @@ def one(items: list[Entry], prefix: str) -> Entry:
 
 
 def layout_of(repo: Path) -> Layout:
-    r = pygit2.Repository(str(repo))
+    r = pygit2.Repository(str(published(repo)))
     head = r.references[BRANCH].target
     commits = [str(c.id) for c in r.walk(head)]
     commit = r[head]
@@ -235,7 +236,7 @@ class Victim:
 
     @property
     def r(self) -> pygit2.Repository:
-        return pygit2.Repository(str(self.repo))
+        return pygit2.Repository(str(published(self.repo)))
 
     def branch(self) -> str | None:
         path = self.repo / BRANCH

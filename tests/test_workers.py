@@ -130,6 +130,7 @@ def test_a_damaged_chunk_of_a_large_file_is_named(
     chunks = [e.oid for e in store.repo.read_tree(node.oid) if e.name != "h"]
     assert len(chunks) > 8
     # Two chunks swapped for each other's bytes under their own ids (hash checks stand aside).
+    store.checkpoint()  # the chunks into the repository, as loose files
     victim = store.repo.path / "objects" / chunks[5][:2] / chunks[5][2:]
     other = store.repo.path / "objects" / chunks[2][:2] / chunks[2][2:]
     victim.chmod(0o600)
