@@ -39,6 +39,9 @@ COMPRESS_NONE = 0
 COMPRESS_ZLIB = 1
 
 _RECORD_AD = b"gitmem/record/v1"
+# Canonical JSON (sorted keys, no spaces, ASCII escapes), as ``json.dumps(..., sort_keys=True,
+# separators=(",", ":"))`` writes it; one encoder, not one built per record.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 # The largest object of each kind a v1 store holds (docs/design.md, "Sizes"). Writers never
 # exceed them, and readers check an object's declared size against them before inflating it,
@@ -106,7 +109,7 @@ class Record:
         }
         if self.store_bytes is not None:
             body["bytes"] = self.store_bytes
-        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return _CANONICAL.encode(body).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Record:

@@ -378,6 +378,43 @@ def test_head_commit_and_record(made: Made) -> None:
     assert made.store.head() == str(head.id)
 
 
+def test_a_record_is_canonical_json_whatever_it_holds() -> None:
+    # The record's bytes are design.md's canonical JSON (sorted keys, no spaces, ASCII escapes)
+    # for any content: non-ASCII text, nested details, with and without a size.
+    from gitmem.format import Record
+
+    for store_bytes in (None, 0, 12345):
+        record = Record(
+            seq=7,
+            time_ns=1_700_000_000_123_456_789,
+            session="séance-\u2603-\U0001f600",
+            command="str_replace",
+            paths=("/memories/notes/caf\u00e9.md", '/memories/"quoted"\\back'),
+            version=gitmem.__version__,
+            detail={
+                "redacted": [{"kind": "aws-access-key", "line": 3}],
+                "z": {"b": 1, "a": [True, None, 1.5]},
+            },
+            store_bytes=store_bytes,
+        )
+        body = {
+            "v": 1,
+            "seq": 7,
+            "time_ns": record.time_ns,
+            "session": record.session,
+            "command": record.command,
+            "paths": list(record.paths),
+            "gitmem": gitmem.__version__,
+            "detail": record.detail,
+        }
+        if store_bytes is not None:
+            body["bytes"] = store_bytes
+        expected = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        assert record.to_bytes() == expected
+        assert expected.isascii()
+        assert Record.from_bytes(expected) == record
+
+
 def test_record_associated_data_binds_tree_and_parents(made: Made) -> None:
     reader = Reader.open(made.path, made.key)
     head = reader.head()
