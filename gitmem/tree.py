@@ -644,13 +644,16 @@ class TreeEditor:
         current = self._root
         for name in path.parts:
             child = current.nodes.get(name)
+            if isinstance(child, _MutDir):
+                current = child  # opened already: the common case of every later descent
+                continue
             child_path = current.path.child(name)
             if child is None:
                 if not create:
                     return None
                 child = _MutDir(child_path)
                 current.nodes[name] = child
-            elif isinstance(child, Node):
+            else:
                 if child.kind != KIND_DIR:
                     if create:
                         raise NotAFile(str(child_path))
