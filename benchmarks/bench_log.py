@@ -7,27 +7,24 @@
 The store is built with real gitmem operations (create, str_replace, insert, rename, delete by
 a series of sessions) through ``MemoryStore``'s public methods, so every commit is a genuine
 authenticated gitmem commit; only the object database is bypassed: :class:`PackingRepo` hashes
-objects itself and appends them to pack files, instead of writing one fsynced loose file per
-object and moving the branch after every commit. The branch is set once at the end.
+objects itself and writes them as one pack every 10,000 commits (``gitmem.pack.write_pack``),
+instead of writing one loose file per object and moving the branch after every commit. The
+branch is set once at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from gitmem import MemoryStore, generate_key, parse_path
 from gitmem.format import MAX_BLOB_BYTES
@@ -41,88 +38,13 @@ from gitmem.gitrepo import (
     parse_commit,
     parse_tree,
 )
+from gitmem.pack import write_pack
+from gitmem.wal import object_id
 
-_TYPES = {"commit": 1, "tree": 2, "blob": 3}
 _SIGNATURE = b"gitmem <gitmem@invalid> 0 +0000"
 # Objects go to a new pack every this many commits, so that memory stays bounded and the
 # objects written earlier become readable through the real repository.
 _COMMITS_PER_PACK = 10_000
-
-
-class PackWriter:
-    """Appends git objects to a pack file and writes its version-2 index when closed."""
-
-    def __init__(self, pack_dir: Path) -> None:
-        self.pack_dir = pack_dir
-        self.tmp = pack_dir / f"tmp-bench-{os.getpid()}.pack"
-        self.handle: IO[bytes] = open(self.tmp, "wb")  # noqa: SIM115 (closed in finish)
-        self.handle.write(b"PACK" + struct.pack(">II", 2, 0))
-        self.entries: list[tuple[bytes, int, int]] = []  # (binary id, crc32, offset)
-        self.offset = 12
-
-    def add(self, kind: str, oid: str, data: bytes) -> None:
-        """Append one object (its id already computed)."""
-        size = len(data)
-        byte = (_TYPES[kind] << 4) | (size & 0x0F)
-        size >>= 4
-        header = bytearray()
-        while size:
-            header.append(byte | 0x80)
-            byte = size & 0x7F
-            size >>= 7
-        header.append(byte)
-        entry = bytes(header) + zlib.compress(data, 1)
-        self.handle.write(entry)
-        self.entries.append((bytes.fromhex(oid), zlib.crc32(entry), self.offset))
-        self.offset += len(entry)
-
-    def finish(self) -> None:
-        """Close the pack and write its index; the objects are then in the repository."""
-        handle = self.handle
-        handle.seek(8)
-        handle.write(struct.pack(">I", len(self.entries)))
-        handle.close()
-        digest = hashlib.sha1()
-        with open(self.tmp, "rb") as reader:
-            for block in iter(lambda: reader.read(1 << 20), b""):
-                digest.update(block)
-        checksum = digest.digest()
-        with open(self.tmp, "ab") as appender:
-            appender.write(checksum)
-        entries = sorted(self.entries)
-        fanout = [0] * 256
-        for oid, _, _ in entries:
-            fanout[oid[0]] += 1
-        running, table = 0, []
-        for count in fanout:
-            running += count
-            table.append(running)
-        large: list[int] = []
-        offsets = []
-        for _, _, offset in entries:
-            if offset < 0x80000000:
-                offsets.append(offset)
-            else:
-                offsets.append(0x80000000 | len(large))
-                large.append(offset)
-        index = b"".join(
-            [
-                b"\xfftOc" + struct.pack(">I", 2),
-                struct.pack(">256I", *table),
-                b"".join(oid for oid, _, _ in entries),
-                b"".join(struct.pack(">I", crc) for _, crc, _ in entries),
-                b"".join(struct.pack(">I", offset) for offset in offsets),
-                b"".join(struct.pack(">Q", offset) for offset in large),
-                checksum,
-            ]
-        )
-        name = f"pack-{checksum.hex()}"
-        (self.pack_dir / f"{name}.idx").write_bytes(index + hashlib.sha1(index).digest())
-        os.replace(self.tmp, self.pack_dir / f"{name}.pack")
-
-
-def _object_id(kind: str, data: bytes) -> str:
-    return hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
 
 
 def _tree_bytes(entries: list[TreeEntry]) -> bytes:
@@ -146,15 +68,12 @@ class PackingRepo(GitRepo):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.pending: dict[str, tuple[str, bytes]] = {}
-        self.pack = PackWriter(path / "objects" / "pack")
         self.branch: str | None = None
         self.commits = 0
 
     def _put(self, kind: str, data: bytes) -> str:
-        oid = _object_id(kind, data)
-        if oid not in self.pending:
-            self.pending[oid] = (kind, data)
-            self.pack.add(kind, oid, data)
+        oid = object_id(kind.encode(), data)
+        self.pending.setdefault(oid, (kind, data))
         return oid
 
     def _get(self, oid: str, kind: str) -> bytes | None:
@@ -212,15 +131,14 @@ class PackingRepo(GitRepo):
         yield
 
     def flush(self) -> None:
-        """Finish the current pack (its objects are then on disk) and start the next."""
-        self.pack.finish()
+        """Write the objects held in memory as one pack (they are then on disk)."""
+        objects = [(oid, kind.encode(), data) for oid, (kind, data) in self.pending.items()]
+        write_pack(objects, self.path / "objects" / "pack", self.path)
         self.pending.clear()
-        self.pack = PackWriter(self.path / "objects" / "pack")
 
     def finish(self) -> None:
         """Write the last pack and point the real branch at the newest commit."""
-        self.pack.finish()
-        self.pending.clear()
+        self.flush()
         if self.branch is not None:
             GitRepo(self.path).update_ref(BRANCH, self.branch, GitRepo(self.path).ref(BRANCH))
 

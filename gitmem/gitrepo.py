@@ -17,11 +17,10 @@ import re
 import shutil
 import stat
 import struct
-import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -65,7 +64,7 @@ from .fsutil import (
     write_all,
 )
 from .pack import TMP_PREFIX as PACK_TMP_PREFIX
-from .pack import zlib_stored
+from .pack import write_pack, zlib_stored
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
 # syncfs(2) exists, libgit2 writes without fsync: a write costs one fdatasync of the redo log
@@ -1559,34 +1558,19 @@ class GitRepo:
                 del self._local.repo  # reopened on next use, letting go of removed packs
         return report
 
-    def _write_pack(self, objects: dict[str, str], pack_dir: Path) -> Path:
-        """Write one pack of ``objects`` durably into ``pack_dir``; return its index path."""
-        make_private_dirs(pack_dir)
-        tmp = Path(tempfile.mkdtemp(prefix=_GC_TMP_PREFIX, dir=self.path))
-        try:
-            builder = pygit2.PackBuilder(self._git)
-            # One thread: the same objects then give the same pack (and name), so a second gc
-            # with nothing new rewrites nothing. Encrypted blobs do not delta, so threads buy
-            # nothing here.
-            builder.set_threads(1)
-            for oid, hint in objects.items():
-                _packbuilder_insert(builder, oid, hint)
-            builder.write(path=str(tmp))
-            (idx,) = tmp.glob("pack-*.idx")
-            target = pack_dir / idx.name
-            for suffix in (".pack", ".rev", ".idx"):  # the index last: it makes the pack visible
-                part = idx.with_suffix(suffix)
-                if part.exists():
-                    fsync_file(part)
-                    os.replace(part, target.with_suffix(suffix))
-            # Both directories of the renames: only then are the new names durable whatever
-            # the file system, and loose objects removed next (unflushed, since the redo log
-            # flushes nothing else) can never outlive the pack that holds them.
-            fsync_dir(tmp)
-            self.fsync_dir(str(pack_dir.relative_to(self.path)))
-            return target
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    def _write_pack(self, objects: Iterable[str], pack_dir: Path) -> Path:
+        """Write one pack of ``objects`` (ids) durably into ``pack_dir``; return its index path.
+
+        gitmem writes it (:func:`gitmem.pack.write_pack`), each object read and hash-checked
+        by :meth:`_read_any`: libgit2's pack builder took 2-3 times as long
+        (``benchmarks/bench_pack.py``).
+        """
+        idx = write_pack(
+            ((oid, *self._read_any(oid, _ANY_KIND)) for oid in objects), pack_dir, self.path
+        )
+        if idx is None:
+            raise ValueError("no objects to pack")  # the callers never ask for an empty pack
+        return idx
 
 
 Durability = int | None
@@ -1913,27 +1897,6 @@ class GcReport:
     bytes_after: int = 0
     # Objects that refs other than gitmem's own reach but that are missing: nothing to keep.
     missing: list[str] = field(default_factory=list)
-
-
-def _packbuilder_insert(builder: pygit2.PackBuilder, oid: str, hint: str) -> None:
-    # pygit2's PackBuilder.add passes no name; the name lets libgit2 put versions of the same
-    # file side by side when it searches for deltas (file trees of one path delta well). The
-    # named insert reaches into pygit2's cffi layer, so any surprise there falls back to add().
-    try:
-        from pygit2.ffi import C, ffi
-
-        git_oid = ffi.new("git_oid *")
-        ffi.buffer(git_oid)[:] = bytes.fromhex(oid)
-        name = ffi.new("char[]", hint.encode()) if hint else ffi.NULL
-        failed = C.git_packbuilder_insert(builder._packbuilder, git_oid, name) < 0
-    except (ImportError, AttributeError, TypeError):
-        try:
-            builder.add(pygit2.Oid(hex=oid))
-            failed = False
-        except (KeyError, pygit2.GitError):
-            failed = True
-    if failed:
-        raise IntegrityError(f"object {oid} is missing or unreadable; nothing was pruned")
 
 
 def commit_bytes(tree: str, parents: Sequence[str], message: bytes) -> bytes:

@@ -1,10 +1,10 @@
-"""Git packs written by gitmem itself: a version-2 pack of whole (undeltified) objects and its
-version-2 index, made durable and then published, as git's ``Documentation/gitformat-pack``
-describes them; no libgit2.
+"""Git packs written by gitmem itself: a version-2 pack and its version-2 index, made durable
+and then published, as git's ``Documentation/gitformat-pack`` describes them; no libgit2.
 
-A pack is written from objects the caller already has (the redo log's, or ones it read): no
-object database lookups and no delta search, which libgit2's pack builder spends most of a
-small pack's time on and which gitmem's blobs, ciphertext, never reward.
+A pack is written from objects the caller already has (the redo log's, or ones it read), with
+no object database lookups. Blobs (ciphertext) and commits (a sealed record) are stored whole;
+a tree may be stored as a delta of another version of it (see :class:`_TreeBases`), which
+keeps packs as small as libgit2's pack builder makes them, at a fraction of its time.
 """
 
 from __future__ import annotations
@@ -35,6 +35,17 @@ LARGE_OFFSET = 1 << 31
 (a 4-byte offset's top bit marks it). A constant so that tests can lower it."""
 PACK_FILE_MODE = 0o400
 """Mode of pack and index files: read-only, as git makes them, and owner-only."""
+DELTA_DEPTH = 50
+"""The longest chain of deltas a tree is stored in (git's and libgit2's default depth)."""
+
+_OFS_DELTA = 6
+# Trees kept as delta bases: so many under each key, and at most so many bytes in all.
+_BASES_PER_KEY = 8
+_BASES_BYTES = 32 << 20
+# A delta stored must be at most this share of its tree: the rest is not worth a chain.
+_DELTA_SHARE = 0.5
+# A delta inserting at most this many bytes (an entry with a long name) ends the search.
+_GOOD_DELTA = 128
 
 _STORED_BLOCK = 65535
 _BUFFER = 1 << 20
@@ -59,6 +70,7 @@ def zlib_stored(data: bytes) -> bytes:
 
 
 def _deflate(kind: bytes, payload: bytes) -> bytes:
+    """The zlib stream of an entry's ``payload``: an object of ``kind``, or b"delta" data."""
     if kind == b"blob":
         return zlib_stored(payload)  # ciphertext: deflate would only add its own overhead
     # Trees and commits do shrink at level 1: by about a quarter and a fifth in a store of the
@@ -89,12 +101,15 @@ def _entry_header(code: int, size: int) -> bytes:
 def write_pack(objects: Iterable[PackObject], pack_dir: Path, work_dir: Path) -> Path | None:
     """Write ``objects`` as one pack in ``pack_dir``, durably; return its ``.idx`` path.
 
-    The pack holds each distinct object once, in the order first given, whole and zlib
-    compressed; it is named ``pack-<SHA-1 of its content>`` as git names packs. It is written
-    in a temporary directory made in ``work_dir`` (the repository: the same file system),
-    both files are fsynced, renamed into ``pack_dir`` (made owner-only if missing) pack first
-    and index last, since the index makes the pack visible, and both directories are fsynced.
-    Nothing is written for no objects (returns None). An id given with an object is trusted.
+    The pack holds each distinct object once, in the order first given, zlib compressed, a
+    tree possibly as a delta of an earlier one (in chains at most ``DELTA_DEPTH`` long); it is
+    named ``pack-<SHA-1 of its content>`` as git names packs, and the same objects in the same
+    order give the same pack. It is written in a temporary directory made in ``work_dir`` (the
+    repository: the same file system); both files are fsynced, renamed into ``pack_dir`` (made
+    owner-only if missing), the pack first and the index last since the index makes the pack
+    visible, and both directories are fsynced. A killed writer leaves only the temporary
+    directory. Nothing at all is written for no objects (then None is returned). An id given
+    with an object is trusted, not checked.
     """
     stream = iter(objects)
     first = next(stream, None)
@@ -130,6 +145,7 @@ def _write_pack_file(
     checksum. The objects are streamed: one is held at a time, whatever the pack's size."""
     entries: list[tuple[bytes, int, int]] = []
     seen: set[bytes] = set()
+    bases = _TreeBases()
     fd = os.open(path, NEW_FILE_FLAGS, PACK_FILE_MODE)
     try:
         # The header's count is known only at the end: a placeholder now, the real count
@@ -146,8 +162,17 @@ def _write_pack_file(
             if oid in seen:
                 continue
             seen.add(oid)
-            header = _entry_header(TYPE_CODES[kind], len(payload))
-            body = _deflate(kind, payload)
+            delta = bases.delta(payload) if kind == b"tree" else None
+            if delta is None:
+                header = _entry_header(TYPE_CODES[kind], len(payload))
+                body = _deflate(kind, payload)
+                depth = 0
+            else:
+                base_offset, depth, data = delta
+                header = _entry_header(_OFS_DELTA, len(data)) + _ofs_distance(offset - base_offset)
+                body = _deflate(b"delta", data)
+            if kind == b"tree":
+                bases.add(payload, offset, depth)
             entries.append((oid, zlib.crc32(body, zlib.crc32(header)), offset))
             parts += (header, body)
             offset += len(header) + len(body)
@@ -166,6 +191,145 @@ def _write_pack_file(
     finally:
         os.close(fd)
     return path, entries, checksum
+
+
+class _TreeBases:
+    """Trees already written that a later tree may be stored as a delta of.
+
+    Trees are whole lists of entries: a write changes one entry of each directory above the
+    file, and an edit of a file changes the chunks from the edit on and its header, so a
+    version of a tree shares its beginning and its end with the version before; a delta of
+    one copy, one insert and one copy holds only what changed. gitmem's blobs (ciphertext)
+    and commits (a sealed record) share nothing and are stored whole. A tree's versions are
+    found by its first entry, with its id (a file's first chunk, usually unchanged) and
+    without (a directory's first name), a few trees kept under each.
+    """
+
+    def __init__(self) -> None:
+        self.keyed: dict[bytes, list[tuple[bytes, int, int]]] = {}
+        self.kept = 0
+
+    @staticmethod
+    def _keys(tree: bytes) -> tuple[bytes, bytes]:
+        """The tree's first entry with its id, and without."""
+        name_end = tree.find(b"\0")
+        if name_end < 0:
+            return b"", b""  # the empty tree: nothing to share
+        return tree[: name_end + 21], tree[:name_end]
+
+    def delta(self, tree: bytes) -> tuple[int, int, bytes] | None:
+        """The smallest delta of ``tree`` against a kept tree, as (the base's pack offset, the
+        delta's chain depth, the delta data); None when no delta is small enough."""
+        by_id, by_name = self._keys(tree)
+        candidates = itertools.chain(self.keyed.get(by_id, ()), self.keyed.get(by_name, ()))
+        best: tuple[int, int, int, int, bytes] | None = None  # matched, offset, depth, ...
+        for base, base_offset, depth in candidates:
+            if depth >= DELTA_DEPTH or min(len(base), len(tree)) <= (best[0] if best else 0):
+                continue  # too deep, or cannot match more than the best so far
+            prefix = _common_prefix(base, tree)
+            suffix = _common_suffix(base, tree, min(len(base), len(tree)) - prefix)
+            if best is None or prefix + suffix > best[0]:
+                best = (prefix + suffix, base_offset, depth + 1, prefix, base)
+                if len(tree) - prefix - suffix <= _GOOD_DELTA:
+                    break  # one changed entry or so: the search costs more than it could save
+        if best is None:
+            return None
+        matched, base_offset, depth, prefix, base = best
+        data = _delta_data(base, tree, prefix, matched - prefix)
+        if len(data) > _DELTA_SHARE * len(tree):
+            return None
+        return base_offset, depth, data
+
+    def add(self, tree: bytes, offset: int, depth: int) -> None:
+        """Keep ``tree``, written at ``offset`` at chain ``depth``, as a base for later ones."""
+        if not tree:
+            return
+        if self.kept > _BASES_BYTES:
+            self.keyed.clear()  # bounded memory; later trees start new chains
+            self.kept = 0
+        for key in self._keys(tree):
+            kept = self.keyed.setdefault(key, [])
+            kept.insert(0, (tree, offset, depth))
+            self.kept += len(tree)
+            if len(kept) > _BASES_PER_KEY:
+                self.kept -= len(kept.pop()[0])
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """How many bytes ``a`` and ``b`` begin with alike."""
+    size = min(len(a), len(b))
+    # The first differing byte is the highest set byte of the two read as one big integer:
+    # a few C calls, where a loop over bytes would run in Python.
+    differ = int.from_bytes(a[:size], "big") ^ int.from_bytes(b[:size], "big")
+    return size - (differ.bit_length() + 7) // 8
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """How many bytes, at most ``limit``, ``a`` and ``b`` end with alike."""
+    if limit <= 0:
+        return 0
+    differ = int.from_bytes(a[-limit:], "little") ^ int.from_bytes(b[-limit:], "little")
+    return limit - (differ.bit_length() + 7) // 8
+
+
+def _delta_data(base: bytes, target: bytes, prefix: int, suffix: int) -> bytes:
+    """git delta data making ``target`` from ``base``, which share their first ``prefix`` and
+    last ``suffix`` bytes: copy the prefix, insert the middle, copy the suffix."""
+    out = bytearray(_varint(len(base)) + _varint(len(target)))
+    _copy(out, 0, prefix)
+    middle = target[prefix : len(target) - suffix]
+    for start in range(0, len(middle), 0x7F):  # an insert holds at most 127 bytes
+        piece = middle[start : start + 0x7F]
+        out.append(len(piece))
+        out += piece
+    _copy(out, len(base) - suffix, suffix)
+    return bytes(out)
+
+
+def _copy(out: bytearray, offset: int, size: int) -> None:
+    """Append copy instructions for ``size`` bytes of the base from ``offset``: each copies at
+    most 64 KiB, as git writes them; only the nonzero bytes of offset and size are stored."""
+    while size > 0:
+        step = min(size, 0x10000)
+        command = 0x80
+        operands = bytearray()
+        for i in range(4):
+            byte = (offset >> (8 * i)) & 0xFF
+            if byte:
+                command |= 1 << i
+                operands.append(byte)
+        for i in range(3):
+            byte = (step >> (8 * i)) & 0xFF
+            if byte:
+                command |= 1 << (4 + i)
+                operands.append(byte)
+        out.append(command)
+        out += operands
+        offset += step
+        size -= step
+
+
+def _varint(value: int) -> bytes:
+    """A delta's size encoding: 7 bits a byte, low first, the top bit saying another follows."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _ofs_distance(distance: int) -> bytes:
+    """An ofs-delta's distance back to its base: 7 bits a byte, high first, each byte but the
+    last with its top bit set, and one added per continuation (gitformat-pack's offset
+    encoding)."""
+    out = [distance & 0x7F]
+    distance >>= 7
+    while distance:
+        distance -= 1
+        out.append(0x80 | (distance & 0x7F))
+        distance >>= 7
+    return bytes(reversed(out))
 
 
 def _index_bytes(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> bytes:

@@ -49,6 +49,23 @@ def filled(repo_path: Path, key: str, files: int = 6) -> MemoryStore:
     return store
 
 
+def git_reads_the_packs(repo: Path) -> None:
+    """git accepts every pack (``verify-pack``) and the repository (``fsck``), and the packs
+    are gitmem's own (its blobs are stored blocks, zlib header 78 01; libgit2 writes 78 9c)."""
+    for idx in packs(repo):
+        run = subprocess.run(
+            ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+        )
+        data = idx.with_suffix(".pack").read_bytes()
+        rows = [line.split() for line in run.stdout.splitlines()]
+        blobs = [int(f[4]) for f in rows if len(f) == 5 and f[1] == "blob"]
+        for offset in blobs:
+            while data[offset] & 0x80:  # the entry's type and size
+                offset += 1
+            assert data[offset + 1 : offset + 3] == b"\x78\x01"
+    subprocess.run(["git", "--git-dir", str(repo), "fsck", "--strict"], check=True)
+
+
 def test_gc_packs_everything_reachable_and_verify_passes(repo_path: Path, key: str) -> None:
     store = filled(repo_path, key)
     before = store.files()
@@ -58,6 +75,7 @@ def test_gc_packs_everything_reachable_and_verify_passes(repo_path: Path, key: s
     assert loose_objects(repo_path) == set()
     (idx,) = packs(repo_path)
     assert _pack_index_oids(idx) == reachable
+    git_reads_the_packs(repo_path)
     assert report.packed == len(reachable) and report.pruned == 0 and report.kept == 0
     fresh = MemoryStore.open(repo_path, key)
     assert fresh.files() == before
@@ -305,6 +323,7 @@ def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     assert set(fresh.repo.reachable()) <= set().union(
         *(_pack_index_oids(i) for i in packs(repo_path))
     )
+    git_reads_the_packs(repo_path)
 
 
 def test_no_maintenance_below_the_thresholds_or_when_turned_off(

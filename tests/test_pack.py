@@ -79,16 +79,18 @@ def all_kinds(rng: random.Random, blobs: int = 20) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def verify_pack(idx: Path) -> dict[str, tuple[str, int, int]]:
-    """``git verify-pack -v``'s view: each id's (type, size, offset); it must pass."""
+def verify_pack(idx: Path) -> dict[str, tuple[str, int, int, int]]:
+    """``git verify-pack -v``'s view, which must pass: each id's type, size (of the delta, for
+    a delta), offset and delta chain depth (0 for a whole object)."""
     run = subprocess.run(
         ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
     )
     found = {}
     for line in run.stdout.splitlines():
         fields = line.split()
-        if len(fields) == 5 and len(fields[0]) == 40:
-            found[fields[0]] = (fields[1], int(fields[2]), int(fields[4]))
+        if len(fields) in (5, 7) and len(fields[0]) == 40:
+            depth = int(fields[5]) if len(fields) == 7 else 0
+            found[fields[0]] = (fields[1], int(fields[2]), int(fields[4]), depth)
     return found
 
 
@@ -131,7 +133,9 @@ def check_pack(repo: Path, idx: Path, objects: list[tuple[bytes, bytes]]) -> Non
     seen = verify_pack(idx)
     assert seen.keys() == wanted.keys()
     for oid, (kind, payload) in wanted.items():
-        assert seen[oid][:2] == (kind.decode(), len(payload))
+        assert seen[oid][0] == kind.decode()
+        assert seen[oid][1] == len(payload) or seen[oid][3] > 0
+        assert seen[oid][3] <= pack.DELTA_DEPTH
     fsck(repo)
     odb = pygit2.Repository(str(repo)).odb
     for oid, (kind, payload) in wanted.items():
@@ -159,6 +163,41 @@ def test_objects_of_every_kind_are_read_back_by_git_and_libgit2(tmp_path: Path) 
     for part in (idx, idx.with_suffix(".pack")):
         assert stat.S_IMODE(part.stat().st_mode) == 0o400
     assert not list(repo.glob(pack.TMP_PREFIX + "*"))
+
+
+def test_versions_of_a_tree_are_deltas_no_deeper_than_the_limit(tmp_path: Path) -> None:
+    """Each version changes one entry of a directory tree or appends to a file tree, as
+    gitmem's writes do: stored as deltas, in chains of at most DELTA_DEPTH; a new tree with
+    nothing in common with the kept ones, and blobs and commits, are stored whole."""
+    repo = bare(tmp_path)
+    rng = random.Random(6)
+    blobs = [(b"blob", rng.randbytes(100)) for _ in range(130)]
+    ids = [object_id(kind, payload) for kind, payload in blobs]
+    names = [f"e{rng.randbytes(16).hex()}" for _ in range(40)]
+    entries = {name: ids[0] for name in names}
+    objects: list[tuple[bytes, bytes]] = list(blobs)
+    for version in range(1, 120):
+        entries[rng.choice(names)] = ids[version]
+        objects.append((b"tree", tree_bytes([(b"100644", n, o) for n, o in entries.items()])))
+        chunks = [(b"100644", f"c{i:08x}", ids[i]) for i in range(version % 60 + 1)]
+        objects.append((b"tree", tree_bytes([*chunks, (b"100644", "h", ids[version])])))
+    objects.append((b"tree", tree_bytes([(b"100644", "other", ids[1])])))
+    # A directory of 3,000 entries (over 64 KiB: copies of more than one instruction).
+    big = {f"n{i:05d}": ids[i % len(ids)] for i in range(3000)}
+    objects.append((b"tree", tree_bytes([(b"100644", n, o) for n, o in big.items()])))
+    big["n01500"] = ids[7]
+    objects.append((b"tree", tree_bytes([(b"100644", n, o) for n, o in big.items()])))
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    seen = verify_pack(idx)
+    depths = Counter(seen[object_id(k, p)][3] for k, p in objects if k == b"tree")
+    assert depths[0] < 10 and max(depths) == pack.DELTA_DEPTH
+    assert all(seen[oid][3] == 0 for oid in ids)
+    assert seen[object_id(*objects[-3])][3] == 0  # nothing in common with what came before
+    assert seen[object_id(*objects[-1])][3] == 1 and seen[object_id(*objects[-1])][1] < 200
+    whole = sum(len(p) for k, p in objects if k == b"tree")
+    assert idx.with_suffix(".pack").stat().st_size < sum(len(p) for _, p in blobs) + whole / 5
 
 
 def test_many_objects_sharing_fanout_bytes(tmp_path: Path) -> None:

@@ -1,0 +1,163 @@
+"""Packs written by gitmem itself (gitmem/pack.py) against libgit2's pack builder, in one run.
+
+    python benchmarks/bench_pack.py                  # 500 sessions (~1,050 writes), 5 runs
+    python benchmarks/bench_pack.py --sessions 100 --runs 3
+
+A store is built once from the progress-log workload of ``bench_history_size.py`` with
+automatic maintenance off, so every object it wrote is loose. Then, each on a fresh copy of
+it, alternating the two writers run after run (``GitRepo._write_pack`` as it is, and the
+libgit2 ``PackBuilder`` it replaced, kept here as the reference):
+
+- ``pack 250``: ``_write_pack`` of 250 loose objects, about one checkpoint's or one automatic
+  maintenance's worth (the new writer reads and hash-checks each, then writes);
+- ``memory 250``: the same 250 objects, the new writer given them in memory (``pack.write_pack``,
+  as a checkpoint of the redo log, which holds them, can), the old one reading them from the
+  object database as it must;
+- ``maintain``: ``GitRepo.maintain()``, which packs every loose object into one pack;
+- ``gc``: ``MemoryStore.gc(grace=0)``, which reads every reachable object and packs them.
+
+Printed: the median time of each, the ratio new/old, and the size of the pack each writes
+(gitmem's holds whole objects; libgit2's may delta trees against one another). fsync stays on:
+both writers flush their pack, index and directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pygit2
+
+import gitmem
+from gitmem.gitrepo import _ANY_KIND, GitRepo
+from gitmem.pack import write_pack
+from gitmem.store import MemoryStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_history_size import apply_gitmem, workload
+
+
+def libgit2_write_pack(self: GitRepo, objects: Iterable[str], pack_dir: Path) -> Path:
+    """The reference: ``GitRepo._write_pack`` before gitmem wrote its own packs."""
+    from gitmem.fsutil import fsync_dir, fsync_file, make_private_dirs
+
+    make_private_dirs(pack_dir)
+    tmp = Path(tempfile.mkdtemp(prefix="gitmem-gc-", dir=self.path))
+    try:
+        builder = pygit2.PackBuilder(self._git)
+        builder.set_threads(1)
+        for oid in objects:
+            builder.add(pygit2.Oid(hex=oid))
+        builder.write(path=str(tmp))
+        (idx,) = tmp.glob("pack-*.idx")
+        target = pack_dir / idx.name
+        for suffix in (".pack", ".rev", ".idx"):
+            part = idx.with_suffix(suffix)
+            if part.exists():
+                fsync_file(part)
+                os.replace(part, target.with_suffix(suffix))
+        fsync_dir(tmp)
+        fsync_dir(pack_dir)
+        return target
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+NEW_WRITE_PACK = GitRepo._write_pack
+
+
+def loose_ids(repo: Path) -> list[str]:
+    objects = repo / "objects"
+    return sorted(
+        d.name + f.name for d in objects.iterdir() if len(d.name) == 2 for f in d.iterdir()
+    )
+
+
+def pack_bytes(repo: Path) -> int:
+    return sum(p.stat().st_size for p in (repo / "objects" / "pack").glob("pack-*.pack"))
+
+
+def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple[float, int]:
+    """Seconds ``task`` takes with ``writer`` on a fresh copy of ``template``; pack bytes."""
+    copy = work / f"{task}-{writer}".replace(" ", "")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(template / "store.git", copy / "store.git", symlinks=True)
+    shutil.copytree(template / "state", copy / "state", symlinks=True)
+    GitRepo._write_pack = NEW_WRITE_PACK if writer == "new" else libgit2_write_pack  # type: ignore[method-assign]
+    store = MemoryStore.open(copy / "store.git", key, state_dir=copy / "state")
+    repo = store.repo
+    run: Callable[[], object]
+    if task in ("pack 250", "memory 250"):
+        ids = loose_ids(repo.path)[:250]
+        held = [(oid, *repo._read_any(oid, _ANY_KIND)) for oid in ids]
+
+        def run() -> object:
+            with repo.write_lock(30):
+                if task == "memory 250" and writer == "new":
+                    return write_pack(held, repo.path / "objects" / "pack", repo.path)
+                return repo._write_pack(ids, repo.path / "objects" / "pack")
+    elif task == "maintain":
+
+        def run() -> object:
+            with repo.write_lock(30):
+                return repo.maintain()
+    else:
+
+        def run() -> object:
+            return store.gc(grace=0)
+
+    started = time.perf_counter()
+    run()
+    elapsed = time.perf_counter() - started
+    size = pack_bytes(repo.path)
+    if not store.verify().ok:
+        raise SystemExit(f"verify failed after {task} with the {writer} writer")
+    shutil.rmtree(copy)
+    return elapsed, size
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--dir", type=Path, help="work under this directory (its file system)")
+    args = parser.parse_args(argv)
+    os.environ["GITMEM_GC_AUTO"] = "0"  # every object stays loose while the store is built
+    work = Path(tempfile.mkdtemp(prefix="gitmem-bench-pack-", dir=args.dir))
+    try:
+        key = gitmem.generate_key()
+        template = work / "template"
+        store = MemoryStore.open(
+            template / "store.git", key, create=True, state_dir=template / "state"
+        )
+        ops = list(workload(args.sessions, 1000))
+        apply_gitmem(store, ops)
+        loose = len(loose_ids(store.path))
+        print(f"store: {len(ops)} writes, {loose} loose objects")
+        print(f"{'task':10} {'old (libgit2)':>14} {'new (gitmem)':>13} {'new/old':>8}   pack bytes")
+        for task in ("pack 250", "memory 250", "maintain", "gc"):
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            sizes: dict[str, int] = {}
+            for run in range(args.runs):
+                for writer in ("old", "new") if run % 2 == 0 else ("new", "old"):
+                    elapsed, sizes[writer] = trial(template, work, task, writer, key)
+                    times[writer].append(elapsed)
+            old, new = statistics.median(times["old"]), statistics.median(times["new"])
+            print(
+                f"{task:10} {old * 1000:11.1f} ms {new * 1000:10.1f} ms {new / old:7.2f}x"
+                f"   old {sizes['old']:,} new {sizes['new']:,} ({sizes['new'] / sizes['old']:.2f}x)"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
