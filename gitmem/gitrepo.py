@@ -1562,8 +1562,8 @@ class GitRepo:
         """Write one pack of ``objects`` (ids) durably into ``pack_dir``; return its index path.
 
         gitmem writes it (:func:`gitmem.pack.write_pack`), each object read and hash-checked
-        by :meth:`_read_any`: libgit2's pack builder took 2-3 times as long
-        (``benchmarks/bench_pack.py``).
+        by :meth:`_read_any`: libgit2's pack builder took about twice as long to pack loose
+        objects, for packs of the same size (``benchmarks/bench_pack.py``).
         """
         idx = write_pack(
             ((oid, *self._read_any(oid, _ANY_KIND)) for oid in objects), pack_dir, self.path

@@ -124,15 +124,19 @@ def write_pack(objects: Iterable[PackObject], pack_dir: Path, work_dir: Path) ->
         _write_file(idx_path, _index_bytes(entries, checksum))
         fsync_file(pack_path)  # the pack's data and the index's before either name is published
         fsync_file(idx_path)
+        made = [d for d in (pack_dir, *pack_dir.parents) if not d.is_dir()]
         make_private_dirs(pack_dir)
         target = pack_dir / f"pack-{checksum.hex()}.idx"
         os.replace(pack_path, target.with_suffix(".pack"))
         os.replace(idx_path, target)
         # Both directories of the renames: only then are the new names durable whatever the
         # file system (ext4 alone orders a rename after its source's data), and a caller may
-        # remove the loose objects the pack now holds.
+        # remove the loose objects the pack now holds. And the parent of each directory made
+        # here, which holds its name.
         fsync_dir(tmp)
         fsync_dir(pack_dir)
+        for directory in made:
+            fsync_dir(directory.parent)
         return target
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -278,12 +278,24 @@ def test_nothing_is_written_for_no_objects(tmp_path: Path) -> None:
     assert sorted(repo.rglob("*")) == before
 
 
-def test_a_missing_pack_directory_is_made_owner_only(tmp_path: Path) -> None:
+def test_a_missing_pack_directory_is_made_owner_only_and_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = bare(tmp_path)
+    flushed: list[Path] = []
+    real = fsutil.fsync_dir
+
+    def fsync_dir(path: str | os.PathLike[str]) -> None:
+        flushed.append(Path(path))
+        real(path)
+
+    monkeypatch.setattr(pack, "fsync_dir", fsync_dir)
     idx = write_pack([(b"blob", b"x")], repo / "elsewhere" / "pack", repo)
     assert idx is not None
     for directory in (repo / "elsewhere", repo / "elsewhere" / "pack"):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    # Each new directory's name is durable too: its parent is flushed.
+    assert flushed[1:] == [repo / "elsewhere" / "pack", repo / "elsewhere", repo]
 
 
 def test_durable_before_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
