@@ -527,8 +527,8 @@ def drive(
     """The traced child: run the workload, touching ``<root>/ACK-<n>`` after each write.
 
     With ``maintain``, every write is followed by a checkpoint (which publishes the redo log's
-    objects as loose files), and automatic maintenance, which checkpoints run, packs from 8
-    loose objects on (instead of about 64), so that publishing and packing are in the trace.
+    objects as one pack), and automatic maintenance, which checkpoints run, merges packs from
+    three on (instead of nine), so that publishing and merging are in the trace.
     With ``small``, the log is tiny (:func:`small_log`), so that its resizing is in the trace.
     """
     with small_log(small):
@@ -541,7 +541,7 @@ def _drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool
 
     if maintain:
         os.environ.pop("GITMEM_GC_AUTO", None)
-        gitrepo.AUTO_CHECK_EVERY, gitrepo.AUTO_PACK_LOOSE = 1, 8
+        gitrepo.AUTO_CHECK_EVERY, gitrepo.AUTO_PACK_LOOSE, gitrepo.AUTO_PACK_LIMIT = 1, 8, 2
         gitrepo._loose_estimate = lambda objects: len(gitrepo._loose_objects(objects))
 
     store = MemoryStore.open(root / STORE, key, state_dir=root / STATE)

@@ -888,10 +888,11 @@ class GitRepo:
         """Under the writer lock: publish what the redo log holds and start a new generation.
 
         Every object of the log's current generation (and any written since its last record)
-        goes into the object database, the branch's ref file is moved to the log's head, both
-        are made durable, and a new generation starts from that head. Afterwards plain git
-        sees every acknowledged write. With ``clear``, the repository's config stops naming
-        the log's extension (see :meth:`_mark_log_pending`), so git reads it again.
+        goes into the object database as one pack, durably; the branch's ref file is moved to
+        the log's head and made durable; and a new generation starts from that head.
+        Afterwards plain git sees every acknowledged write. With ``clear``, the repository's
+        config stops naming the log's extension (see :meth:`_mark_log_pending`), so git reads
+        it again.
         :class:`StorageError` if it cannot be written (a full disk): the writes stay in the log.
         """
         self._publish_or_fail(clear=clear)
@@ -910,8 +911,8 @@ class GitRepo:
     ) -> None:
         """:meth:`checkpoint`; ``size``: the log's preallocated size from now on (a new file
         when it changes; by default a new log is :data:`wal.MIN_CAPACITY` long and an existing
-        one keeps its size). ``maintain``: look whether maintenance is due when loose objects
-        were written (see :meth:`maintain`)."""
+        one keeps its size). ``maintain``: look whether maintenance is due when a pack was
+        written (see :meth:`maintain`)."""
         if not _wal_on():
             self.sync()
             return
@@ -927,8 +928,13 @@ class GitRepo:
                 tail = None if fd < 0 else self._follow(fd, old)
             objects = dict(tail.objects) if tail is not None else {}
             objects.update(self._written)
-            for kind, payload in objects.values():
-                self._write_loose(kind, payload)
+            # One pack of them all, durable (fsynced, renamed, both directories fsynced) before
+            # the ref below can name what it holds.
+            write_pack(
+                ((oid, kind, payload) for oid, (kind, payload) in objects.items()),
+                self.path / "objects" / "pack",
+                self.path,
+            )
             if tail is not None and tail.records:
                 assert tail.last is not None
                 self._swap_ref(BRANCH, tail.last, None, lambda: None, check=False)
@@ -952,7 +958,7 @@ class GitRepo:
             self._tail, self._log_seen = None, None
         self._written, self._pending_bytes = {}, 0
         if objects and maintain:
-            self._auto_maintain()
+            self._auto_maintain()  # one more pack: enough of them are merged
 
     def _clear_log_pending(self) -> None:
         """After a checkpoint's flush (under the writer lock): the repository alone is whole

@@ -33,6 +33,7 @@ import helpers_proc as hp
 import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
+from helpers_repo import published
 
 import gitmem
 from gitmem import MemoryStore, gitrepo, wal
@@ -887,23 +888,6 @@ def text(rng: random.Random, size: int) -> str:
 
 
 @needs_log
-def test_an_object_already_loose_is_not_replaced_by_a_checkpoint(
-    repo_path: Path, key: str, tmp_path: Path
-) -> None:
-    """Replacing a durable loose object by an unflushed copy could let a power loss keep the
-    rename and lose the data."""
-    store = two_writes(repo_path, key, tmp_path)
-    oid = store.repo.write_blob(b"written twice")
-    path = repo_path / "objects" / oid[:2] / oid[2:]
-    assert not path.exists()  # in the next record, or the next checkpoint
-    store.repo.checkpoint()
-    inode = path.stat().st_ino
-    assert store.repo.write_blob(b"written twice") == oid
-    store.repo.checkpoint()
-    assert path.stat().st_ino == inode
-
-
-@needs_log
 def test_the_log_starts_small_grows_when_few_records_fill_it_and_shrinks_back(
     repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1095,7 +1079,7 @@ def v1_log(repo: Path, store: MemoryStore, boot: bytes | None) -> tuple[wal.Reco
     """Rewrite the store's log as gitmem before version 2 left it: its last write's objects
     loose and the branch's ref file moved (unflushed), and the write's record in a version 1
     log. Returns the record and the head before it."""
-    store.checkpoint()  # everything published: the ref file and loose objects
+    published(repo)  # everything published: the ref file and loose objects
     last, before = list(store.log())[:2]
     repo_objects = [
         (oid, kind, payload)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pygit2
 import pytest
 from click.testing import CliRunner
+from helpers_repo import checkpoint_loose, published
 from pygit2.enums import ObjectType
 
 import gitmem
@@ -88,7 +89,7 @@ def test_gc_prunes_old_garbage_and_keeps_young_garbage(repo_path: Path, key: str
     store = filled(repo_path, key)
     old = store.repo.write_blob(b"left behind by a writer that died, long ago")
     young = store.repo.write_blob(b"left behind a minute ago")
-    store.repo.checkpoint()  # as a write that failed after a checkpoint leaves them
+    checkpoint_loose(store.repo)  # as a write that failed after a checkpoint leaves them
     age(repo_path, old, 15 * DAY)
     age(repo_path, young, 60)
     report = store.gc()  # the default grace: two weeks
@@ -139,7 +140,8 @@ def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: st
     store.create(parse_path("/memories/new.md"), "after the first gc\n")
     report = store.gc(grace=0)
     assert len(packs(repo_path)) == 1 and packs(repo_path) != first
-    assert report.removed_packs == 1
+    # The first gc's pack, and the one gc's own checkpoint published the new write in.
+    assert report.removed_packs == 2
     assert loose_objects(repo_path) == set()
     assert MemoryStore.open(repo_path, key).read_text(parse_path("/memories/new.md")) == (
         "after the first gc\n"
@@ -176,10 +178,10 @@ def test_gc_of_an_empty_store(repo_path: Path, key: str) -> None:
 
 def test_gc_refuses_a_repository_missing_a_reachable_object(repo_path: Path, key: str) -> None:
     store = filled(repo_path, key)
-    store.checkpoint()
+    published(repo_path)
     victim = next(iter(loose_objects(repo_path) & set(store.repo.reachable())))
     garbage = store.repo.write_blob(b"old garbage")
-    store.repo.checkpoint()
+    checkpoint_loose(store.repo)
     age(repo_path, garbage, 30 * DAY)
     path = repo_path / "objects" / victim[:2] / victim[2:]
     os.chmod(path, 0o600)
@@ -331,17 +333,20 @@ def test_no_maintenance_below_the_thresholds_or_when_turned_off(
 ) -> None:
     from gitmem import gitrepo
 
-    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
-    filled(repo_path, key)  # GITMEM_GC_AUTO=0 (conftest)
-    assert loose_objects(repo_path)
-    assert packs(repo_path) == []
+    def checkpointed(repo: Path) -> None:  # each checkpoint publishes one pack
+        store = filled(repo, key, files=3)
+        for i in range(3):
+            store.create(parse_path(f"/memories/c{i}.md"), f"{i}\n")
+            store.checkpoint()
+
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 1)
+    checkpointed(repo_path)  # GITMEM_GC_AUTO=0 (conftest)
+    assert len(packs(repo_path)) >= 3
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 10**9)
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 10**9)
     other = repo_path.parent / "other.git"
-    filled(other, key)
-    assert loose_objects(other)
-    assert packs(other) == []
+    checkpointed(other)
+    assert len(packs(other)) >= 3
 
 
 def test_a_failing_maintenance_does_not_fail_the_write(
@@ -410,7 +415,7 @@ def test_a_corrupt_object_behind_an_extra_ref_stops_gc_and_verify_names_it(
 ) -> None:
     store = filled(repo_path, key, files=2)
     blob = store.repo.write_blob(b"someone else's")
-    store.repo.checkpoint()
+    checkpoint_loose(store.repo)
     path = repo_path / "objects" / blob[:2] / blob[2:]
     path.chmod(0o600)
     path.write_bytes(b"not zlib")

@@ -13,6 +13,7 @@ from typing import Any
 import pygit2
 import pytest
 from anthropic.lib.tools import ToolError
+from helpers_repo import checkpoint_loose
 
 import gitmem
 import gitmem.paths
@@ -414,7 +415,7 @@ def test_commits_are_the_bytes_libgit2_writes(tmp_path: Path) -> None:
     git = pygit2.Repository(str(repo.path))
     signature = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
     tree = repo.write_tree([TreeEntry("f", repo.write_blob(b"x"), 0o100644)])
-    repo.checkpoint()  # the tree into the repository, where libgit2 looks it up
+    checkpoint_loose(repo)  # the tree into the repository, where libgit2 looks it up
     parents: list[str] = []
     for message in (b"first\n\nbody\n\n", b"second", "gitmem 1 \u00e9\n".encode()):
         ours = repo.write_commit(tree, parents, message)

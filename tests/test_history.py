@@ -669,4 +669,5 @@ def test_bench_builder_makes_authentic_commits(
     assert report.commits == 130
     assert [op.seq for op in store.log()] == list(range(130, 0, -1))
     assert {op.command for op in store.log()} == {"create", "insert", "rename", "str_replace"}
-    assert len(list((path / "objects" / "pack").glob("*.pack"))) == 4
+    # Four of the builder's, and the one init's checkpoint published the metadata blob in.
+    assert len(list((path / "objects" / "pack").glob("*.pack"))) == 5

@@ -317,7 +317,11 @@ def rewrite_loose(v: Victim, oid: str, content: bytes) -> None:
     """Put ``content`` (an object of the same type) under ``oid``'s name: its hash is now wrong."""
     path = v.repo / "objects" / oid[:2] / oid[2:]
     kind = v.r[oid].type_str.encode()
-    path.chmod(0o644)
+    # A packed object (the metadata blob, published by init's checkpoint) gets a loose copy,
+    # which readers look at first.
+    path.parent.mkdir(exist_ok=True)
+    if path.exists():
+        path.chmod(0o644)
     path.write_bytes(zlib.compress(kind + b" %d\0" % len(content) + content))
 
 

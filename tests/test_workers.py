@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_repo import published
 
 from gitmem import MemoryStore, workers
 from gitmem.errors import IntegrityError
@@ -130,7 +131,7 @@ def test_a_damaged_chunk_of_a_large_file_is_named(
     chunks = [e.oid for e in store.repo.read_tree(node.oid) if e.name != "h"]
     assert len(chunks) > 8
     # Two chunks swapped for each other's bytes under their own ids (hash checks stand aside).
-    store.checkpoint()  # the chunks into the repository, as loose files
+    published(store.repo.path)  # the chunks into the repository, as loose files
     victim = store.repo.path / "objects" / chunks[5][:2] / chunks[5][2:]
     other = store.repo.path / "objects" / chunks[2][:2] / chunks[2][2:]
     victim.chmod(0o600)
