@@ -779,18 +779,35 @@ class MemoryStore:
     ) -> tuple[Operation, Replacement]:
         """Replace the one occurrence of ``old`` in file ``path`` by ``new``."""
         target = as_path(path)
-        # The search runs before the writer lock, on the head as it is now: a refusal (not
-        # found, several matches) writes nothing, so it needs no lock at all, and a large file
-        # never holds other writers up while it is searched. Under the lock the match is reused
-        # if the file is still the same file tree (trees are content-addressed), else redone.
-        node = self.snapshot().lookup(target)
-        if node is None:
-            raise NotFound(str(target))
-        if node.kind != KIND_FILE:
-            raise NotAFile(str(target))
-        searched = node.oid
-        found = decode_text(self.codec.read_file(node.oid), target)
-        position = find_unique(found, old)
+
+        def search(snapshot: Snapshot) -> tuple[str, str, int]:
+            node = snapshot.lookup(target)
+            if node is None:
+                raise NotFound(str(target))
+            if node.kind != KIND_FILE:
+                raise NotAFile(str(target))
+            text = decode_text(self.codec.read_file(node.oid), target)
+            return node.oid, text, find_unique(text, old)
+
+        # The search runs before the writer lock: a refusal (not found, several matches) writes
+        # nothing, so it needs no lock at all, and a large file never holds other writers up
+        # while it is searched. Under the lock the match is reused if the file is still the same
+        # file tree (trees are content-addressed), else redone. So the search starts from the
+        # head this store last authenticated, without reading the branch (a ref read is a tenth
+        # of a small str_replace); a refusal is given only once the branch is read and still
+        # names that head, else the search is redone on the head as it is now.
+        known = self._head
+        try:
+            searched, found, position = search(
+                Snapshot(self.codec, None if known is None else known.tree)
+            )
+        except GitMemError:
+            current = self.head_operation()
+            if current is known:
+                raise
+            searched, found, position = search(
+                Snapshot(self.codec, None if current is None else current.tree)
+            )
 
         def edit(_: Operation | None, tree: TreeEditor) -> Change[Replacement]:
             if tree.file_oid(target) == searched:

@@ -10,9 +10,10 @@ import pytest
 
 import gitmem
 from gitmem import history, parse_path
-from gitmem.errors import ConflictError, InvalidPath
+from gitmem.errors import ConflictError, InvalidPath, NotFound
 from gitmem.gitrepo import BRANCH, Durability, GitRepo
 from gitmem.store import Change, NoChange, Operation
+from gitmem.textops import TextNotFound
 from gitmem.tree import TreeEditor
 
 
@@ -116,6 +117,39 @@ def test_every_write_retries_when_the_branch_moves(
         write()
         monkeypatch.undo()
         assert moved and store.repo.read_commit(store.head() or "").parents == (moved[0],)
+
+
+def test_str_replace_searches_the_head_it_knows_and_refuses_only_on_the_current_one(
+    store: gitmem.MemoryStore, repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = gitmem.MemoryStore.open(repo_path, key)  # another writer (another process)
+    store.create("/memories/a.md", "one\n")
+    # The search before the lock starts from the head this store authenticated last: the
+    # branch is read only under the lock (the metadata ref and the branch), not before it.
+    reads: list[str] = []
+    real_ref = GitRepo.ref
+
+    def counting(repo: GitRepo, name: str) -> str | None:
+        reads.append(name)
+        return real_ref(repo, name)
+
+    monkeypatch.setattr(GitRepo, "ref", counting)
+    store.str_replace("/memories/a.md", "one", "two")
+    assert reads.count(BRANCH) == 1
+    # Its head went stale: the other writer changed the file. Text only the new version has
+    # is found there (the refusal is never given from the stale head) ...
+    other.str_replace("/memories/a.md", "two", "three")
+    assert store.str_replace("/memories/a.md", "three", "four")[1].text == "four\n"
+    # ... and text only the stale version has is refused on the current one, writing nothing.
+    other.str_replace("/memories/a.md", "four", "five")
+    head = store.repo.ref(BRANCH)
+    with pytest.raises(TextNotFound):
+        store.str_replace("/memories/a.md", "four", "six")
+    other.delete("/memories/a.md")  # gone from the current head, still in the known one
+    with pytest.raises(NotFound):
+        store.str_replace("/memories/a.md", "five", "six")
+    assert store.repo.ref(BRANCH) == other.head() != head
+    assert other.files() == {}
 
 
 def test_an_edit_with_nothing_to_do_commits_nothing(store: gitmem.MemoryStore) -> None:
