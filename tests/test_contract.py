@@ -17,6 +17,7 @@ from anthropic.lib.tools import ToolError
 import gitmem
 from gitmem import AsyncGitMemoryTool, GitMemoryTool, MemoryStore
 from gitmem.paths import parse
+from gitmem.tool import COMMAND_FIELDS
 
 Call = Callable[[Any], str]
 
@@ -687,30 +688,16 @@ def test_a_subclass_overriding_the_handlers_gets_the_sdk_models(tmp_path: Path, 
     # that overrides one still gets the model, and both give the same results.
     seen: list[str] = []
 
-    class Recording(GitMemoryTool):
-        def view(self, command: Any) -> str:
+    def recording(name: str) -> Callable[[GitMemoryTool, Any], str]:
+        def handler(self: GitMemoryTool, command: Any) -> str:
             seen.append(type(command).__name__)
-            return super().view(command)
+            result: str = getattr(GitMemoryTool, name)(self, command)
+            return result
 
-        def create(self, command: Any) -> str:
-            seen.append(type(command).__name__)
-            return super().create(command)
+        return handler
 
-        def str_replace(self, command: Any) -> str:
-            seen.append(type(command).__name__)
-            return super().str_replace(command)
-
-        def insert(self, command: Any) -> str:
-            seen.append(type(command).__name__)
-            return super().insert(command)
-
-        def delete(self, command: Any) -> str:
-            seen.append(type(command).__name__)
-            return super().delete(command)
-
-        def rename(self, command: Any) -> str:
-            seen.append(type(command).__name__)
-            return super().rename(command)
+    # A subclass overriding all six handlers, each recording what it was given.
+    recorder = type("Recording", (GitMemoryTool,), {n: recording(n) for n in COMMAND_FIELDS})
 
     class AsyncRecording(AsyncGitMemoryTool):
         async def create(self, command: Any) -> str:
@@ -719,7 +706,7 @@ def test_a_subclass_overriding_the_handlers_gets_the_sdk_models(tmp_path: Path, 
 
     plain = GitMemoryTool(tmp_path / "plain", key=key)
     expected = _outcomes(plain.call)
-    assert _outcomes(Recording(tmp_path / "sub", key=key).call) == expected
+    assert _outcomes(recorder(tmp_path / "sub", key=key).call) == expected
     assert seen == [
         f"BetaMemoryTool20250818{kind}Command"
         for kind in ["Create"] * 2
