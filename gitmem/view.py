@@ -13,7 +13,7 @@ from .format import KIND_DIR
 from .limits import fit_directory_view, fit_file_view
 from .paths import MemoryPath
 from .render import view_directory, view_file
-from .tree import Snapshot
+from .tree import Snapshot, decode_text
 
 
 def view_text(
@@ -34,7 +34,8 @@ def view_text(
     if node.kind == KIND_DIR:
         listing = view_directory(shown, str(target), snapshot.listing(target))
         return fit_directory_view(listing, max_chars)
-    content = snapshot.read_text(target)
+    # The node is a file: read it by its id rather than looking the path up a second time.
+    content = decode_text(snapshot.codec.read_file(node.oid), target)
     text = view_file(shown, content, view_range)
     range_end = view_range[1] if view_range and len(view_range) == 2 else -1
     return fit_file_view(text, content.count("\n") + 1, range_end, max_chars)
