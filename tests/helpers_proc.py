@@ -279,16 +279,17 @@ def full_disk(mount: Path) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for command in commands:
         outcome: dict[str, Any]
+        before = tool.store.head()
         try:
             outcome = {"output": tool.call(command)}
         except ToolError as exc:
             outcome = {"error": str(exc)}
         outcome["command"] = command["command"]
-        outcome["head_unmoved"] = tool.store.head() == head
+        outcome["head_unmoved"] = tool.store.head() == before
         results.append(outcome)
     report: dict[str, Any] = {
         "results": results,
-        "files_unchanged": tool.store.files() == files,
+        "files_unchanged": tool.store.files() == files and tool.store.head() == head,
         "verify_while_full": tool.store.verify().problems,
     }
     os.unlink(mount / "filler")

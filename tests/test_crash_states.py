@@ -200,7 +200,8 @@ def test_a_power_loss_at_any_moment_of_a_write_loses_nothing_acknowledged(
 def test_every_crash_state_of_the_write_path_is_clean(tmp_path: Path) -> None:
     result = cs.run(writes=5, random_subsets=10, base=tmp_path)
     print(f"{result.states} crash states checked, {len(result.failures)} failed")
-    assert result.states > 100
+    # Since redo log version 2 a write changes nothing but its record: few states per write.
+    assert result.states > 20
     assert result.failures == []
 
 
