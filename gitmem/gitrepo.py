@@ -154,6 +154,45 @@ class CommitInfo:
     message: bytes
 
 
+class _OpenLog:
+    """The redo log, open for reading by one :class:`GitRepo` in one process, so that following
+    it costs no ``open``: which file it is (device, inode), and its header as last read.
+
+    A log resized is a new file renamed over the old one; one removed and written again is
+    another file too: either shows as another inode at the path (:meth:`shows`), and while
+    this one is open its inode cannot be reused. A checkpoint that keeps the file rewrites its
+    header in place, with the next generation number: :meth:`header` sees other bytes.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.fd = wal.open_log(path, write=False)
+        self.owner = _PROCESS[0]
+        info = os.fstat(self.fd)
+        self.device, self.inode = info.st_dev, info.st_ino
+        self._raw = b""
+        self._header: wal.Header | None = None
+
+    def shows(self, info: os.stat_result) -> bool:
+        """True when ``info`` (an ``lstat`` of the log's path) is this file, in this process."""
+        return (info.st_ino, info.st_dev) == (self.inode, self.device) and (
+            self.owner is _PROCESS[0]
+        )
+
+    def header(self) -> wal.Header | None:
+        """The header as it is now (one ``pread``; parsed again only when its bytes changed)."""
+        raw = os.pread(self.fd, wal.HEADER_LENGTH, 0)
+        if raw != self._raw:
+            self._raw, self._header = raw, wal.Header.parse(raw)
+        return self._header
+
+    def __del__(self) -> None:
+        # Closed only by the process that opened it: a forked child's copy of the number may
+        # name another file by now (the child inherits it and forgets it, see shows).
+        if getattr(self, "owner", None) is _PROCESS[0]:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+
+
 class GitRepo:
     """A bare git repository, opened lazily once per thread."""
 
@@ -167,12 +206,13 @@ class GitRepo:
         self._objects = str(self.path / "objects")
         self._local = threading.local()
         self._log = self.path / wal.LOG_NAME
+        self._log_path = str(self._log)  # a str: os.fspath of a Path on every view costs
         # What this process knows of the redo log's current generation (its records' heads and
-        # objects, which are nowhere else until a checkpoint; see _view), guarded by
-        # _view_lock, with the identity of the log file when that was read (see ref).
+        # objects, which are nowhere else until a checkpoint; see _view), and the log kept open
+        # to follow it, both guarded by _view_lock.
         self._tail: wal.Tail | None = None
         self._view_lock = threading.Lock()
-        self._log_seen: tuple[int, ...] | None = None
+        self._reading: _OpenLog | None = None
         # The objects written since the last record or checkpoint, which the next record
         # carries (see _publish_logged), and their payloads' total size.
         self._written: dict[str, tuple[bytes, bytes]] = {}
@@ -375,7 +415,7 @@ class GitRepo:
             if attempt or not _wal_on():
                 break
             # Appended to the log, or published by a checkpoint, since the log was last read.
-            self._view(force=True)
+            self._view()
         raise IntegrityError(f"object {oid} is missing from the repository")
 
     def _read_stored(self, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes] | None:
@@ -495,7 +535,8 @@ class GitRepo:
         other ref, the ref file. A loose ref (every ref gitmem writes) is read here in four
         system calls, opened without following a link and without blocking, and refused unless
         it is a regular file; a missing one, or a symbolic link, goes through libgit2 (packed
-        refs) as before. A log or ref file that has not changed costs one ``lstat``.
+        refs) as before. A ref file that has not changed costs one ``lstat``, a log with nothing
+        new an ``lstat`` and two ``pread`` (see :meth:`_view`).
         """
         # Opened (once per thread) as before, though not used here: opening checks the files
         # that would block libgit2 (a FIFO as config, ...), which must be refused at once.
@@ -727,55 +768,52 @@ class GitRepo:
 
     # -- the redo log (design.md, "The redo log") ------------------------------------------
 
-    def _view(self, *, force: bool = False) -> wal.Tail | None:
+    def _view(self) -> wal.Tail | None:
         """The redo log's current generation as far as it is written: its records' last head
         and objects (version 2), read from where this process last stopped; None when there is
         no log, it is of version 1 (all it names is in the repository), or its header is torn
         (recovery's business: readers then see the repository as it is).
 
-        A log file whose identity (see :func:`_identity`) has not changed since it was last
-        read, long enough after its last change, has not changed: one ``lstat``.
+        The log stays open (see :class:`_OpenLog`): a log with nothing new costs an ``lstat``
+        (the same file?), a ``pread`` of the header (the same generation?) and a ``pread`` of
+        the slot after the last record read (zeros, or a record of another generation).
         """
         if not _wal_on():
             return None
-        checked_at = time.time()
-        try:
-            seen = _identity(os.lstat(self._log))
-        except (FileNotFoundError, NotADirectoryError):
-            with self._view_lock:
-                self._tail, self._log_seen = None, None
-            return None
-        except OSError as exc:
-            raise IntegrityError(f"{wal.LOG_NAME} cannot be read: {exc.strerror}") from None
-        if not force and seen == self._log_seen:
-            return self._tail
         with self._view_lock:
             try:
-                fd = wal.open_log(self._log, write=False)
-            except FileNotFoundError:
-                self._tail, self._log_seen = None, None
+                info = os.lstat(self._log_path)
+            except (FileNotFoundError, NotADirectoryError):
+                self._tail, self._reading = None, None
                 return None
             except OSError as exc:
-                raise IntegrityError(
-                    f"{wal.LOG_NAME} in the repository cannot be read: {exc.strerror or exc}"
-                ) from None
-            try:
-                # Identified before reading: a record appended meanwhile changes what a later
-                # lstat finds, so it is read then.
-                info = os.fstat(fd)
-                self._tail = self._follow(fd, wal.read_header_fd(fd))
-            finally:
-                os.close(fd)
-            settled = _identity(info) == seen and _settled(info, checked_at)
-            self._log_seen = seen if settled else None
+                raise IntegrityError(f"{wal.LOG_NAME} cannot be read: {exc.strerror}") from None
+            log = self._reading
+            if log is None or not log.shows(info):
+                # None yet, or opened by the parent of this process (its descriptor may have
+                # been closed and its number reused since), or a new file (a log that was
+                # resized, or removed and written again): open the one the path names now.
+                try:
+                    log = self._reading = _OpenLog(self._log)
+                except FileNotFoundError:
+                    self._tail, self._reading = None, None
+                    return None
+                except OSError as exc:
+                    raise IntegrityError(
+                        f"{wal.LOG_NAME} in the repository cannot be read: {exc.strerror or exc}"
+                    ) from None
+            header = log.header()
+            self._tail = self._follow(log.fd, header, log.inode)
             return self._tail
 
-    def _follow(self, fd: int, header: wal.Header | None) -> wal.Tail | None:
+    def _follow(
+        self, fd: int, header: wal.Header | None, inode: int | None = None
+    ) -> wal.Tail | None:
         """Under ``_view_lock``: the view of the log open at ``fd`` (see :meth:`_view`)."""
         if header is None or header.version == 1:
             return None
         _check_log_version(header)
-        return wal.follow(fd, header, self._tail, BRANCH)
+        return wal.follow(fd, header, self._tail, BRANCH, inode)
 
     def _loggable(self, name: str, new: str, expected: str | None) -> bool:
         """True when the move extends the branch by one commit this process just wrote, and
@@ -854,7 +892,6 @@ class GitRepo:
                 with self._view_lock:
                     if self._tail is tail:
                         tail.add(record, tail.offset + len(data), BRANCH)
-                    self._log_seen = None
                 return
             finally:
                 if fd >= 0:
@@ -955,7 +992,7 @@ class GitRepo:
             if fd >= 0:
                 os.close(fd)
         with self._view_lock:
-            self._tail, self._log_seen = None, None
+            self._tail = None
         self._written, self._pending_bytes = {}, 0
         if objects and maintain:
             self._auto_maintain()  # one more pack: enough of them are merged

@@ -47,12 +47,16 @@ BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _HEADER = struct.Struct(">8sIQ16sB20s")
 # magic, generation, sequence number, body length; then a CRC-32 of these and the body.
 _RECORD = struct.Struct(">4sQQI")
+# The start of _RECORD: what the next record of a generation must begin with.
+_RECORD_START = struct.Struct(">4sQQ")
 _CRC = struct.Struct(">I")
 _OBJECT = struct.Struct(">BI")
 _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_CODES = {name: code for code, name in _TYPES.items()}
 # Nothing gitmem writes in one record comes near this; a length beyond it is damage.
 _MAX_BODY = 1 << 31
+HEADER_LENGTH = _HEADER.size + _CRC.size
+"""How many bytes of the log's first block the header takes (the rest is zeros)."""
 _boot_ids: dict[str, bytes | None] = {}
 
 
@@ -204,7 +208,7 @@ def read_header(path: Path) -> Header | None:
 
 def read_header_fd(fd: int) -> Header | None:
     """The header of the log open at ``fd``, as :func:`read_header`."""
-    return Header.parse(os.pread(fd, _HEADER.size + _CRC.size, 0))
+    return Header.parse(os.pread(fd, HEADER_LENGTH, 0))
 
 
 def records(
@@ -285,7 +289,7 @@ class Tail:
         self.last = record.head(ref) or self.last
 
 
-def follow(fd: int, header: Header, tail: Tail | None, ref: str) -> Tail:
+def follow(fd: int, header: Header, tail: Tail | None, ref: str, inode: int | None = None) -> Tail:
     """The end of ``header``'s generation, scanning forward from ``tail`` if it is of the same
     generation (records other processes appended since), else from the first record (a new
     :class:`Tail`: the objects of another generation are dropped).
@@ -293,11 +297,19 @@ def follow(fd: int, header: Header, tail: Tail | None, ref: str) -> Tail:
     ``Tail.last`` is where the generation's last record moved ``ref`` (the base if none did).
     A record of another generation ends the scan, so a checkpoint that starts a new one
     mid-scan leaves a consistent, possibly older, view (what the old generation held).
+    ``inode``: the log's inode number, if the caller knows it (else one ``fstat``). When
+    nothing was appended this costs one ``pread``: the slot after the tail holds zeros or a
+    record of another generation.
     """
-    inode = os.fstat(fd).st_ino
+    if inode is None:
+        inode = os.fstat(fd).st_ino
     # A log replaced by a new file (its header was torn) restarts at generation 1.
     if tail is None or (tail.generation, tail.inode) != (header.generation, inode):
         tail = Tail(header.generation, last=header.base, inode=inode)
+    elif os.pread(fd, _RECORD_START.size, tail.offset) != _RECORD_START.pack(
+        RECORD_MAGIC, tail.generation, tail.seq
+    ):
+        return tail  # the usual case, read at once: nothing was appended since
     for record, end in records(fd, header, tail.offset, tail.seq):
         tail.add(record, end, ref)
     return tail

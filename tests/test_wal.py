@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import subprocess
+import sys
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
 
-from gitmem import wal
+from gitmem import MemoryStore, gitrepo, wal
+from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.paths import parse
 
 BOOT = uuid.uuid4().bytes
 HEAD_A = "a" * 40
@@ -164,3 +171,253 @@ def test_a_log_filled_by_few_records_doubles_and_by_many_halves() -> None:
     # A log a large first record extended to an odd size grows to whole blocks.
     grown = wal.next_capacity(low + 100, 1)
     assert grown % wal.HEADER_SIZE == 0 and 2 * (low + 100) <= grown <= high
+
+
+# -- following the log from a GitRepo: kept open, exact without timestamps ------------------
+
+needs_log = pytest.mark.skipif(
+    not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id (Linux)"
+)
+# A second process that acts on the store: argv is the repository, the key, a state
+# directory and an action; it prints the branch's head afterwards.
+_OTHER = """
+import sys
+from gitmem import MemoryStore, wal
+from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.paths import parse
+repo, key, state, action = sys.argv[1:5]
+store = MemoryStore.open(repo, key, state_dir=state, check_rollback=False)
+if action.startswith("write:"):
+    store.create(parse("/memories/" + action[6:] + ".md"), action + "\\n")
+elif action == "checkpoint":
+    store.checkpoint()
+elif action == "resize":
+    with store.repo.write_lock(30.0):
+        store.repo._checkpoint(4 * wal.MIN_CAPACITY)
+print(GitRepo(repo).ref(BRANCH))
+"""
+
+
+def other_process(repo: Path, key: str, tmp: Path, action: str) -> str:
+    """Run ``action`` in another process; the branch's head it leaves."""
+    done = subprocess.run(
+        [sys.executable, "-c", _OTHER, str(repo), key, str(tmp / "other-state"), action],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def reader(repo_path: Path, key: str, tmp_path: Path) -> GitRepo:
+    """A repository with two logged writes, and this process's reader following its log."""
+    store = MemoryStore.open(repo_path, key, create=True, state_dir=tmp_path / "state")
+    store.create(parse("/memories/a.md"), "a\n")
+    store.create(parse("/memories/b.md"), "b\n")
+    repo = GitRepo(repo_path)
+    tail = repo._view()
+    assert tail is not None and tail.records == 2
+    return repo
+
+
+def log_inode(repo: Path) -> int:
+    return (repo / wal.LOG_NAME).stat().st_ino
+
+
+@needs_log
+def test_following_a_log_with_nothing_new_opens_nothing(
+    reader: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even right after the log changed (when its times cannot be trusted yet)."""
+    opened: list[object] = []
+    real_open = os.open
+
+    def counting(path: object, *args: Any, **kwargs: Any) -> int:
+        opened.append(path)
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", 3600.0)  # never settled
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", 3600.0)
+    head = reader.ref(BRANCH)
+    monkeypatch.setattr(os, "open", counting)
+    assert [reader.ref(BRANCH) for _ in range(5)] == [head] * 5
+    assert opened == []
+
+
+@needs_log
+def test_a_record_another_process_appends_is_seen_at_once(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    for n in range(3):
+        head = other_process(repo_path, key, tmp_path, f"write:n{n}")
+        assert reader.ref(BRANCH) == head
+    tail = reader._tail
+    assert tail is not None and tail.records == 5
+
+
+@needs_log
+def test_a_record_appended_without_moving_the_logs_times_is_seen(
+    reader: GitRepo,
+    repo_path: Path,
+    key: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The racy case: a file system whose times did not move (coarse, or a clock stepped
+    back) and a reader that trusts them. The record is found by reading, not by the times."""
+    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -3600.0)  # always settled
+    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -3600.0)
+    monkeypatch.setattr(gitrepo, "_identity", lambda info: (info.st_dev, info.st_ino))
+    assert reader.ref(BRANCH) == reader.ref(BRANCH)
+    head = other_process(repo_path, key, tmp_path, "write:racy")
+    assert reader.ref(BRANCH) == head
+
+
+@needs_log
+def test_a_checkpoint_by_another_process_is_followed_in_place(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    seen = reader._tail
+    assert seen is not None
+    inode = log_inode(repo_path)
+    head = other_process(repo_path, key, tmp_path, "checkpoint")
+    assert log_inode(repo_path) == inode  # the header was rewritten in the same file
+    # A new generation without records: the branch is the ref file again.
+    assert reader.ref(BRANCH) == head == reader._ref_file(BRANCH)
+    tail = reader._tail
+    assert tail is not None and (tail.generation, tail.records) == (seen.generation + 1, 0)
+    head = other_process(repo_path, key, tmp_path, "write:after")
+    assert reader.ref(BRANCH) == head
+
+
+@needs_log
+def test_a_log_replaced_by_another_process_is_followed(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    """A resize renames a new file over the log: the open one is stale from then on."""
+    inode = log_inode(repo_path)
+    other_process(repo_path, key, tmp_path, "resize")
+    assert log_inode(repo_path) != inode
+    head = other_process(repo_path, key, tmp_path, "write:resized")
+    assert reader.ref(BRANCH) == head
+    tail = reader._tail
+    assert tail is not None and tail.records == 1 and tail.inode == log_inode(repo_path)
+
+
+@needs_log
+def test_a_log_replaced_by_one_with_the_same_header_is_followed(
+    reader: GitRepo, repo_path: Path
+) -> None:
+    """Only the file tells them apart: a copy of the log with one more record, renamed over."""
+    log = repo_path / wal.LOG_NAME
+    tail = reader._tail
+    header = wal.read_header(log)
+    assert tail is not None and header is not None
+    record = wal.Record(header.generation, tail.seq, ((BRANCH, HEAD_B),), (blob(b"more"),))
+    data = bytearray(log.read_bytes())
+    added = record.to_bytes()
+    data[tail.offset : tail.offset + len(added)] = added
+    (repo_path / "log.new").write_bytes(data)
+    os.replace(repo_path / "log.new", log)
+    assert reader.ref(BRANCH) == HEAD_B
+
+
+@needs_log
+def test_a_removed_log_is_followed_and_so_is_a_new_one(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    log = repo_path / wal.LOG_NAME
+    kept = log.read_bytes()
+    log.unlink()
+    # No log: the ref file alone (which the two writes never moved).
+    assert reader.ref(BRANCH) == reader._ref_file(BRANCH)
+    assert reader._tail is None
+    log.write_bytes(kept)
+    log.chmod(0o600)
+    head = other_process(repo_path, key, tmp_path, "write:new-log")
+    assert reader.ref(BRANCH) == head
+
+
+@needs_log
+def test_a_forked_child_does_not_trust_the_parents_descriptor(
+    reader: GitRepo, tmp_path: Path
+) -> None:
+    """The child may have closed it and opened another file under the same number."""
+    head = reader.ref(BRANCH)
+    opened = reader._reading
+    assert opened is not None
+    decoy = tmp_path / "decoy"
+    decoy.write_bytes(bytes(8192))
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it reads, and leave at once
+        try:
+            os.close(opened.fd)
+            fd = os.open(decoy, os.O_RDONLY)
+            assert fd == opened.fd
+            os.write(write_fd, str(reader.ref(BRANCH)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    try:
+        answer = os.read(read_fd, 100).decode()
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    assert answer == head
+    assert reader.ref(BRANCH) == head  # the parent's descriptor is untouched
+
+
+@needs_log
+def test_threads_follow_the_log_while_it_is_written_checkpointed_and_replaced(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    writer = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    heads = {writer.repo.ref(BRANCH)}
+    seen: list[str | None] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def follow() -> None:
+        try:
+            while not stop.is_set():
+                seen.append(reader.ref(BRANCH))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=follow) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        for n in range(12):
+            writer.create(parse(f"/memories/t{n}.md"), f"{n}\n")
+            heads.add(writer.repo.ref(BRANCH))
+            if n % 4 == 3:
+                with writer.repo.write_lock(30.0):
+                    writer.repo._checkpoint(wal.MIN_CAPACITY * (2 + n % 8))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    assert set(seen) <= heads
+    assert reader.ref(BRANCH) == writer.repo.ref(BRANCH)
+
+
+@needs_log
+def test_a_read_only_store_follows_the_log(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened for reading only: a process that may write nothing there still follows it."""
+    head = other_process(repo_path, key, tmp_path, "write:seen-read-only")
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(str(repo_path)) and flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", read_only)
+    fresh = GitRepo(repo_path)
+    assert fresh.ref(BRANCH) == reader.ref(BRANCH) == head
