@@ -2,11 +2,12 @@
 
     python benchmarks/bench_pack.py                  # 500 sessions (~1,050 writes), 5 runs
     python benchmarks/bench_pack.py --sessions 100 --runs 3
+    python benchmarks/bench_pack.py --tasks gc --runs 9
 
 A store is built once from the progress-log workload of ``bench_history_size.py`` with
-automatic maintenance off, so every object it wrote is loose. Then, each on a fresh copy of
-it, alternating the two writers run after run (``GitRepo._write_pack`` as it is, and the
-libgit2 ``PackBuilder`` it replaced, kept here as the reference):
+automatic maintenance and the redo log off, so every object it wrote is loose. Then, each on a
+fresh copy of it, alternating the two writers run after run (``GitRepo._write_pack`` as it
+is, and the libgit2 ``PackBuilder`` it replaced, kept here as the reference):
 
 - ``pack 250``: ``_write_pack`` of 250 loose objects, about one checkpoint's or one automatic
   maintenance's worth (the new writer reads and hash-checks each, then writes);
@@ -14,7 +15,9 @@ libgit2 ``PackBuilder`` it replaced, kept here as the reference):
   as a checkpoint of the redo log, which holds them, can), the old one reading them from the
   object database as it must;
 - ``maintain``: ``GitRepo.maintain()``, which packs every loose object into one pack;
-- ``gc``: ``MemoryStore.gc(grace=0)``, which reads every reachable object and packs them.
+- ``gc``: ``MemoryStore.gc(grace=0)``, which reads every reachable object and packs them (the
+  new writer packs each as the walk read it; the reference is handed the ids and reads each
+  again, as gc did with it).
 
 Printed: the median time of each, the ratio new/old, and the size of the pack each writes
 (gitmem's holds whole objects; libgit2's may delta trees against one another). fsync stays on:
@@ -36,8 +39,9 @@ from pathlib import Path
 import pygit2
 
 import gitmem
+from gitmem import gitrepo, wal
 from gitmem.gitrepo import _ANY_KIND, GitRepo
-from gitmem.pack import write_pack
+from gitmem.pack import PackObject, write_pack
 from gitmem.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,7 +74,19 @@ def libgit2_write_pack(self: GitRepo, objects: Iterable[str], pack_dir: Path) ->
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def libgit2_pack_stream(repo: GitRepo) -> Callable[..., Path | None]:
+    """The reference in ``pack.write_pack``'s place (gc's, which streams what its walk read):
+    the ids given, packed by libgit2, which reads each object again as gc once did."""
+
+    def write(objects: Iterable[PackObject], pack_dir: Path, work_dir: Path) -> Path | None:
+        ids = [item[0] for item in objects if len(item) == 3]
+        return libgit2_write_pack(repo, ids, pack_dir) if ids else None
+
+    return write
+
+
 NEW_WRITE_PACK = GitRepo._write_pack
+NEW_PACK_STREAM = write_pack
 
 
 def loose_ids(repo: Path) -> list[str]:
@@ -93,6 +109,7 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
     GitRepo._write_pack = NEW_WRITE_PACK if writer == "new" else libgit2_write_pack  # type: ignore[method-assign]
     store = MemoryStore.open(copy / "store.git", key, state_dir=copy / "state")
     repo = store.repo
+    gitrepo.write_pack = NEW_PACK_STREAM if writer == "new" else libgit2_pack_stream(repo)  # type: ignore[attr-defined]
     run: Callable[[], object]
     if task in ("pack 250", "memory 250"):
         ids = loose_ids(repo.path)[:250]
@@ -123,26 +140,43 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
     return elapsed, size
 
 
+TASKS = ("pack 250", "memory 250", "maintain", "gc")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, help="work under this directory (its file system)")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(TASKS),
+        choices=TASKS,
+        metavar="TASK",
+        help="the tasks to time, of: " + ", ".join(repr(t) for t in TASKS),
+    )
     args = parser.parse_args(argv)
     os.environ["GITMEM_GC_AUTO"] = "0"  # every object stays loose while the store is built
     work = Path(tempfile.mkdtemp(prefix="gitmem-bench-pack-", dir=args.dir))
     try:
         key = gitmem.generate_key()
         template = work / "template"
-        store = MemoryStore.open(
-            template / "store.git", key, create=True, state_dir=template / "state"
-        )
-        ops = list(workload(args.sessions, 1000))
-        apply_gitmem(store, ops)
+        # Writes not logged (as where there is no boot id), so that each leaves its objects
+        # loose rather than in the redo log, for a checkpoint to pack.
+        boot_id_path, wal.BOOT_ID_PATH = wal.BOOT_ID_PATH, str(work / "no-boot-id")
+        try:
+            store = MemoryStore.open(
+                template / "store.git", key, create=True, state_dir=template / "state"
+            )
+            ops = list(workload(args.sessions, 1000))
+            apply_gitmem(store, ops)
+        finally:
+            wal.BOOT_ID_PATH = boot_id_path
         loose = len(loose_ids(store.path))
         print(f"store: {len(ops)} writes, {loose} loose objects")
         print(f"{'task':10} {'old (libgit2)':>14} {'new (gitmem)':>13} {'new/old':>8}   pack bytes")
-        for task in ("pack 250", "memory 250", "maintain", "gc"):
+        for task in args.tasks:
             times: dict[str, list[float]] = {"old": [], "new": []}
             sizes: dict[str, int] = {}
             for run in range(args.runs):

@@ -1405,17 +1405,24 @@ class GitRepo:
         altogether has nothing to keep: it is left out and, when ``missing`` is given, a
         sentence naming it and the ref is appended there (else it raises too).
         """
-        git = self._git
         seen: dict[str, str] = {}
-        # gitmem's own refs first: what they reach is walked strictly (the branch as the redo
-        # log has it).
+        for _ in self._reachable_objects(self._roots(missing), seen, missing):
+            pass
+        return seen
+
+    def _roots(self, missing: list[str] | None) -> list[tuple[str, str, bool]]:
+        """Where :meth:`reachable` starts: (ref, object id, whether the ref is gitmem's own),
+        gitmem's own refs first (the branch as the redo log has it). A ref that cannot be
+        resolved raises, or is reported in ``missing`` when given."""
+        git = self._git
+        roots: list[tuple[str, str, bool]] = []
         names = sorted(set(git.references) | {BRANCH, META_REF}, key=lambda n: n not in _OWN)
         for name in names:
             _require_file(self.path / name, name)
             if name in _OWN:
                 found = self.ref(name)
                 if found is not None:
-                    self._walk(found, seen, None, name)
+                    roots.append((name, found, True))
                 continue
             try:
                 target = str(git.references[name].resolve().target)
@@ -1424,10 +1431,20 @@ class GitRepo:
                     raise IntegrityError(f"the ref {name} cannot be resolved: {exc}") from None
                 missing.append(f"the ref {name} cannot be resolved: {exc}")
                 continue
-            self._walk(target, seen, missing, name)
-        return seen
+            roots.append((name, target, False))
+        return roots
 
-    def _walk(self, root: str, seen: dict[str, str], missing: list[str] | None, ref: str) -> None:
+    def _reachable_objects(
+        self, roots: list[tuple[str, str, bool]], seen: dict[str, str], missing: list[str] | None
+    ) -> Iterator[tuple[str, bytes, bytes]]:
+        """``(id, type, payload)`` of every object reachable from ``roots``, each read and
+        hash-checked once, as :meth:`reachable` walks them (and adds them to ``seen``)."""
+        for name, root, own in roots:
+            yield from self._walk(root, seen, None if own else missing, name)
+
+    def _walk(
+        self, root: str, seen: dict[str, str], missing: list[str] | None, ref: str
+    ) -> Iterator[tuple[str, bytes, bytes]]:
         stack: list[tuple[str, str]] = [(root, "")]
         while stack:
             oid, hint = stack.pop()
@@ -1437,8 +1454,10 @@ class GitRepo:
                 missing.append(f"the ref {ref} reaches object {oid}, which is missing")
                 continue
             seen[oid] = hint
-            # Every object is read whole, blobs too: what is packed must be intact.
+            # Every object is read whole, blobs too: what is packed must be intact. gc packs
+            # what is yielded here as it is, rather than reading it again.
             kind, data = self._read_any(oid, _ANY_KIND)
+            yield oid, kind, data
             if kind == b"commit":
                 commit = parse_commit(data, oid)
                 stack.append((commit.tree, ""))
@@ -1473,7 +1492,8 @@ class GitRepo:
             try:
                 _require_file(self.path / name, name)
                 target = str(self._git.references[name].resolve().target)
-                self._walk(target, seen, missing, name)
+                for _ in self._walk(target, seen, missing, name):
+                    pass
             except (KeyError, pygit2.GitError) as exc:
                 missing.append(f"the ref {name} cannot be resolved: {exc}")
             except IntegrityError as exc:
@@ -1485,9 +1505,11 @@ class GitRepo:
 
         The caller holds the writer lock. Loose objects that are packed are removed, and old
         packs whose objects are all in the new one; an unreachable object is removed only once
-        it (its file, or its pack) is older than ``grace`` seconds. Readers need no lock: the
-        new pack is complete and durable before anything is removed, and libgit2 (like git)
-        rescans the packs when an object it looked for has moved.
+        it (its file, or its pack) is older than ``grace`` seconds, as are the leftovers of
+        writers killed mid-write (temporary files, a pack without its index). Each reachable
+        object is read once, by the walk, which streams it into the new pack. Readers need no
+        lock: the new pack is complete and durable before anything is removed, and libgit2
+        (like git) rescans the packs when an object it looked for has moved.
         """
         now = time.time() if now is None else now
         objects = self.path / "objects"
@@ -1497,18 +1519,22 @@ class GitRepo:
         report = GcReport(bytes_before=_tree_bytes(objects))
         for leftover in self.path.glob(_GC_TMP_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
-        reachable = self.reachable(report.missing)
+        roots = self._roots(report.missing)
         old_packs = sorted(pack_dir.glob("pack-*.idx")) if pack_dir.is_dir() else []
-        new_idx: Path | None = None
-        if reachable:
-            try:
-                new_idx = self._write_pack(reachable, pack_dir)
-            except (OSError, pygit2.GitError) as exc:
-                # A full disk, most likely: the old packs and loose objects are all still there.
-                reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-                raise StorageError(
-                    f"gc could not write the new pack: {reason}; nothing was pruned"
-                ) from None
+        reachable: dict[str, str] = {}
+        try:
+            # Each object is read (and hash-checked) once, by the walk, and packed as read. A
+            # missing or corrupt one raises from the walk, which abandons the pack unpublished.
+            new_idx = write_pack(
+                self._reachable_objects(roots, reachable, report.missing), pack_dir, self.path
+            )
+        except (OSError, pygit2.GitError) as exc:
+            # A full disk, most likely: the old packs and loose objects are all still there.
+            reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            raise StorageError(
+                f"gc could not write the new pack: {reason}; nothing was pruned"
+            ) from None
+        if new_idx is not None:
             packed = _pack_index_oids(new_idx)
             if not packed >= reachable.keys():
                 raise IntegrityError("the new pack lacks reachable objects; nothing was pruned")
@@ -1526,6 +1552,9 @@ class GitRepo:
             report.pruned += len(garbage)
             report.removed_packs += 1
             _remove_pack(idx)
+        for leftover in pack_dir.iterdir() if pack_dir.is_dir() else []:
+            if _stale_pack_leftover(leftover, now, grace):
+                report.temporaries += 1
         for fanout in objects.iterdir() if objects.is_dir() else []:
             if _stale_temporary(fanout, now, grace):
                 report.temporaries += 1
@@ -1874,12 +1903,42 @@ _HEX_TEXT = frozenset("0123456789abcdef")
 _TEMPORARY_OBJECT_PREFIXES = (_TMP_OBJECT, "tmp_object_git2_")
 
 
+# What a pack writer killed mid-write leaves in objects/pack: libgit2's indexer writes a fetched
+# pack as pack_git2_* and its index as pack-<id>.idx.lock, git's as tmp_pack_* and tmp_idx_*,
+# before naming them.
+_TEMPORARY_PACK_PREFIXES = ("pack_git2_", "tmp_pack_", "tmp_idx_")
+
+
 def _stale_temporary(path: Path, now: float, grace: float) -> bool:
     """Remove ``path`` and return True if it is an object writer's temporary file older than
     ``grace`` seconds; a younger one may be a live writer's (gc's lock does not bind libgit2
     writers outside gitmem), so it stays, as does anything else."""
     if not path.name.startswith(_TEMPORARY_OBJECT_PREFIXES):
         return False
+    return _remove_if_old(path, now, grace)
+
+
+def _stale_pack_leftover(path: Path, now: float, grace: float) -> bool:
+    """Remove ``path`` (in ``objects/pack``) and return True if it is what a pack writer killed
+    mid-write leaves, older than ``grace`` seconds: a temporary pack or index of libgit2's or
+    git's (an index's ``.lock`` file too), or a pack without its index (gitmem's and libgit2's
+    writers rename the pack before the index, and no reader sees a pack without one). A pack
+    whose index exists, or that has a ``.keep`` file, stays; so does a younger leftover, which
+    may be a live writer's."""
+    name = path.name
+    if name.startswith(_TEMPORARY_PACK_PREFIXES) or (
+        name.startswith("pack-") and name.endswith(".idx.lock")
+    ):
+        return _remove_if_old(path, now, grace)
+    if not (name.startswith("pack-") and name.endswith(".pack")):
+        return False
+    if path.with_suffix(".idx").exists() or path.with_suffix(".keep").exists():
+        return False
+    return _remove_if_old(path, now, grace)
+
+
+def _remove_if_old(path: Path, now: float, grace: float) -> bool:
+    """Remove ``path`` and return True if it is a regular file older than ``grace`` seconds."""
     try:
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < grace:
@@ -1934,7 +1993,8 @@ class GcReport:
     pruned: int = 0
     kept: int = 0
     removed_packs: int = 0
-    # Temporary object files left by writers killed mid-write, removed once older than the grace.
+    # What writers killed mid-write left, removed once older than the grace: temporary object
+    # files, and in objects/pack temporary packs and indexes, and packs without their index.
     temporaries: int = 0
     bytes_before: int = 0
     bytes_after: int = 0

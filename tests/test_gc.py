@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pygit2
@@ -18,9 +19,9 @@ from helpers_repo import checkpoint_loose, published
 from pygit2.enums import ObjectType
 
 import gitmem
-from gitmem import parse_path
+from gitmem import gitrepo, parse_path
 from gitmem.cli import main
-from gitmem.gitrepo import GcReport, _pack_index_oids
+from gitmem.gitrepo import BRANCH, GcReport, GitRepo, _pack_index_oids, _stale_pack_leftover
 from gitmem.store import MemoryStore
 
 DAY = 86400.0
@@ -131,6 +132,100 @@ def test_gc_removes_old_temporary_object_files_and_keeps_young_ones(
     assert not any(path.exists() for path in young)
 
 
+def test_gc_removes_old_pack_leftovers_and_keeps_young_ones(repo_path: Path, key: str) -> None:
+    """What pack writers killed mid-write leave in objects/pack: libgit2's temporary pack and
+    index lock, git's temporary pack and index, and a pack renamed without its index (no reader
+    sees it). A young one may be a live writer's; a pack with a .keep file is never removed."""
+    store = filled(repo_path, key)
+    store.gc(grace=0)
+    pack_dir = repo_path / "objects" / "pack"
+    orphan, young_orphan, kept_orphan = (pack_dir / f"pack-{c * 40}.pack" for c in "abc")
+    old = [
+        pack_dir / "pack_git2_Q1w2e3",
+        pack_dir / "tmp_pack_R4t5y6",
+        pack_dir / "tmp_idx_R4t5y6",
+        pack_dir / f"pack-{'a' * 40}.idx.lock",
+        orphan,
+    ]
+    young = [pack_dir / "pack_git2_U7i8o9", young_orphan]
+    for path in [*old, *young, kept_orphan]:
+        path.write_bytes(b"PACK\0\0\0\2half a pack")
+    (pack_dir / f"pack-{'c' * 40}.keep").write_bytes(b"")
+    then = time.time() - 2 * DAY
+    for path in [*old, kept_orphan]:
+        os.utime(path, (then, then))
+    link = pack_dir / "pack_git2_link"
+    link.symlink_to(old[0])  # not a writer's file: left alone
+    os.utime(link, (then, then), follow_symlinks=False)
+    report = store.gc(grace=DAY)
+    assert report.temporaries == len(old)
+    assert not any(path.exists() for path in old)
+    assert all(path.exists() for path in young) and link.is_symlink() and kept_orphan.exists()
+    assert store.verify().ok
+    assert store.gc(grace=0).temporaries == len(young)  # --grace 0s: every leftover
+    assert not any(path.exists() for path in young)
+    assert kept_orphan.exists() and link.is_symlink()
+    (idx,) = packs(repo_path)
+    assert idx.with_suffix(".pack").exists() and store.verify().ok
+
+
+def test_gc_never_removes_a_pack_whose_index_exists(repo_path: Path, key: str) -> None:
+    """With ``--grace 0s`` every pack is old enough: the one gc has just written (its index
+    written last) stays, and so would any other indexed pack."""
+    store = filled(repo_path, key)
+    for _ in range(2):
+        report = store.gc(grace=0)
+        assert report.temporaries == 0
+        (idx,) = packs(repo_path)
+        assert idx.with_suffix(".pack").exists()
+        assert MemoryStore.open(repo_path, key).verify().ok
+    pack = idx.with_suffix(".pack")
+    later = time.time() + 30 * DAY
+    assert not _stale_pack_leftover(pack, later, DAY) and pack.exists()
+    saved = idx.read_bytes()
+    idx.unlink()  # as a writer killed between its pack's rename and its index's leaves it
+    assert not _stale_pack_leftover(pack, time.time(), DAY) and pack.exists()  # too young
+    assert _stale_pack_leftover(pack, later, DAY) and not pack.exists()
+    assert saved  # the index was a real one
+
+
+@pytest.mark.skipif(not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id")
+def test_gc_publishes_what_the_redo_log_holds_and_loses_nothing(repo_path: Path, key: str) -> None:
+    """`gitmem gc` in another process, while every write is in the redo log alone (the branch
+    file still at the store's creation): it publishes them first, packs them and prunes
+    nothing of them, even with ``--grace 0s``; plain git then reads every commit."""
+    store = filled(repo_path, key)
+    commits = [op.commit for op in store.log()]
+    states = [store.files(rev=commit) for commit in commits]
+    assert GitRepo(repo_path)._ref_file(BRANCH) != commits[0]  # the log alone holds them
+    run = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(repo_path), "gc", "--grace", "0s", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITMEM_KEY": key},
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["pruned"] == 0 and report["missing"] == []
+    assert GitRepo(repo_path)._ref_file(BRANCH) == commits[0]
+    assert loose_objects(repo_path) == set()
+    (idx,) = packs(repo_path)
+    assert _pack_index_oids(idx) >= set(commits)
+    git_log = subprocess.run(
+        ["git", "--git-dir", str(repo_path), "log", "--format=%H", BRANCH],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert git_log.stdout.split() == commits
+    git_reads_the_packs(repo_path)
+    fresh = MemoryStore.open(repo_path, key)
+    assert [op.commit for op in fresh.log()] == commits
+    assert [fresh.files(rev=commit) for commit in commits] == states
+    assert fresh.verify().ok
+
+
 def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: str) -> None:
     store = filled(repo_path, key)
     store.gc(grace=0)
@@ -169,6 +264,27 @@ def test_an_old_pack_with_young_garbage_is_kept(repo_path: Path, key: str) -> No
     assert report.pruned > 0 and not store.repo.has(head)
 
 
+def test_gc_reads_each_reachable_object_once(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk reads and hash-checks each object, and the pack is written from what it read:
+    no object is read a second time to be packed."""
+    filled(repo_path, key)
+    published(repo_path)  # loose objects, read from their files
+    store = MemoryStore.open(repo_path, key)
+    reads: list[str] = []
+    read_any = GitRepo._read_any
+
+    def counted(self: GitRepo, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes]:
+        reads.append(oid)
+        return read_any(self, oid, limits)
+
+    monkeypatch.setattr(GitRepo, "_read_any", counted)
+    report = store.gc(grace=0)
+    assert report.packed > 10
+    assert sorted(reads) == sorted(set(reads)) and len(reads) == report.packed
+
+
 def test_gc_of_an_empty_store(repo_path: Path, key: str) -> None:
     store = MemoryStore.open(repo_path, key, create=True)
     report = store.gc(grace=0)
@@ -186,9 +302,12 @@ def test_gc_refuses_a_repository_missing_a_reachable_object(repo_path: Path, key
     path = repo_path / "objects" / victim[:2] / victim[2:]
     os.chmod(path, 0o600)
     path.unlink()
+    before = packs(repo_path)
     with pytest.raises(gitmem.IntegrityError, match=f"object {victim} is missing"):
         MemoryStore.open(repo_path, key).gc(grace=0)
     assert store.repo.has(garbage)  # nothing was pruned
+    # The pack the walk was streaming into was abandoned, unpublished, its directory removed.
+    assert packs(repo_path) == before and not list(repo_path.glob("gitmem-gc-*"))
 
 
 def test_gc_holds_the_writer_lock(repo_path: Path, key: str) -> None:
