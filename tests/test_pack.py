@@ -197,7 +197,11 @@ def test_versions_of_a_tree_are_deltas_no_deeper_than_the_limit(tmp_path: Path) 
     assert seen[object_id(*objects[-3])][3] == 0  # nothing in common with what came before
     assert seen[object_id(*objects[-1])][3] == 1 and seen[object_id(*objects[-1])][1] < 200
     whole = sum(len(p) for k, p in objects if k == b"tree")
-    assert idx.with_suffix(".pack").stat().st_size < sum(len(p) for _, p in blobs) + whole / 5
+    # The big directory's first version is over the deflate limit: stored whole, not deflated.
+    big_base = len(objects[-2][1])
+    assert big_base > pack._DEFLATE_LIMIT
+    limit = sum(len(p) for _, p in blobs) + (whole - big_base) / 5 + big_base + 64
+    assert idx.with_suffix(".pack").stat().st_size < limit
 
 
 def test_many_objects_sharing_fanout_bytes(tmp_path: Path) -> None:
@@ -262,12 +266,38 @@ def test_blobs_are_stored_and_trees_and_commits_deflated(tmp_path: Path) -> None
     assert sizes["commit"] < len(commit) // 4
 
 
-def verify_pack_sizes(idx: Path) -> list[tuple[str, int, int]]:
+def test_a_tree_over_the_deflate_limit_is_stored_whole(tmp_path: Path) -> None:
+    """Deflating a directory of thousands of entries at every checkpoint cost milliseconds
+    a write: such a tree is stored, a smaller one deflated."""
+    repo = bare(tmp_path)
+    entry = b"100644 n\0" + bytes(20)
+    large = entry * (pack._DEFLATE_LIMIT // len(entry) + 1)  # compresses to almost nothing
+    small = (b"100644 m\0" + bytes(20)) * 100  # another first name: not a delta of large
+    objects = [(b"tree", large), (b"tree", small)]
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    packed = {oid: size for oid, _, _, size in verify_pack_rows(idx)}
+    assert packed[object_id(b"tree", large)] > len(large)
+    assert packed[object_id(b"tree", small)] < len(small) // 4
+
+
+def verify_pack_rows(idx: Path, *, whole: bool = False) -> list[tuple[str, str, int, int]]:
+    """(id, type, size, packed size) of each object of the pack (``whole``: deltas left
+    out), as git verify-pack -v reads it."""
     run = subprocess.run(
         ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
     )
     rows = [line.split() for line in run.stdout.splitlines()]
-    return [(f[1], int(f[2]), int(f[3])) for f in rows if len(f) == 5 and len(f[0]) == 40]
+    return [
+        (f[0], f[1], int(f[2]), int(f[3]))
+        for f in rows
+        if len(f[0]) == 40 and (len(f) == 5 or (len(f) > 5 and not whole))
+    ]
+
+
+def verify_pack_sizes(idx: Path) -> list[tuple[str, int, int]]:
+    """(type, size, packed size) of each whole object of the pack."""
+    return [(kind, size, packed) for _, kind, size, packed in verify_pack_rows(idx, whole=True)]
 
 
 def test_nothing_is_written_for_no_objects(tmp_path: Path) -> None:
