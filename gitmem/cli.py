@@ -34,6 +34,7 @@ from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
 from .errors import GitMemError, IntegrityError, KeyMissing, StorageError, UsageError, shown_repr
+from .gitrepo import publish_logged
 from .initstore import init_store
 from .keysource import (
     ENV_KEY,
@@ -43,6 +44,7 @@ from .keysource import (
     user_key_path,
     write_key_file,
 )
+from .options import DEFAULT_LOCK_TIMEOUT
 from .paths import MemoryPath
 from .render import plural
 from .revisions import SESSION_PREFIX, parse_time
@@ -85,6 +87,18 @@ class CliState:
                 self.repo, self.key(), session=session or cli_session(), prompt=prompt
             )
         return self._store
+
+    def publish_writes(self) -> None:
+        """Before the process ends: publish what this command logged (a checkpoint of the
+        clearing kind), so that a store no gitmem process is writing is a plain git repository.
+        The writes are durable in the log already: a failure is a warning, not the command's."""
+        timeout = DEFAULT_LOCK_TIMEOUT if self._store is None else self._store.lock_timeout
+        for path, exc in publish_logged(timeout):
+            click.echo(
+                f"gitmem: warning: the writes were not published for git ({exc}); gitmem reads "
+                f"them, and `gitmem --repo {path} checkpoint` publishes them",
+                err=True,
+            )
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
@@ -204,7 +218,10 @@ class GitMemGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a GitMemError becomes one line (or JSON object) and an exit code."""
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                (ctx.find_object(CliState) or CliState()).publish_writes()
         except GitMemError as exc:
             fail(exc, ctx.find_object(CliState))
         except BrokenPipeError:

@@ -7,11 +7,13 @@ handles are not safe to share between threads.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
 import hashlib
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -207,6 +209,10 @@ class GitRepo:
         self._local = threading.local()
         self._log = self.path / wal.LOG_NAME
         self._log_path = str(self._log)  # a str: os.fspath of a Path on every view costs
+        # This repository in the registry of those to publish at exit (see publish_logged).
+        self._exit_key = os.path.abspath(self._root)
+        # The process that logged writes through this handle not yet published by it.
+        self._logged_by: int | None = None
         # What this process knows of the redo log's current generation (its records' heads and
         # objects, which are nowhere else until a checkpoint; see _view), and the log kept open
         # to follow it, both guarded by _view_lock.
@@ -889,6 +895,7 @@ class GitRepo:
                     self._mark_log_pending()
                 if os.pwrite(fd, data, tail.offset) != len(data):
                     raise OSError(errno.ENOSPC, "the redo log's record was cut short")
+                _LOGGED[self._exit_key] = self._logged_by = os.getpid()
                 with self._view_lock:
                     if self._tail is tail:
                         tail.add(record, tail.offset + len(data), BRANCH)
@@ -1010,6 +1017,23 @@ class GitRepo:
 
             self._edit_config(clear)
         self._marked_config = None
+        _LOGGED.pop(self._exit_key, None)
+        self._logged_by = None
+
+    def logged_here(self) -> bool:
+        """True when this process logged writes through this object that no checkpoint of the
+        clearing kind through it has published since."""
+        return self._logged_by == os.getpid()
+
+    @staticmethod
+    def log_pending_at(path: str | os.PathLike[str]) -> bool:
+        """True when the repository at ``path`` names the redo log's extension in its config:
+        its log may hold writes that git (and libgit2's transports) cannot see. Opens nothing
+        but the config file; False when there is no readable config."""
+        try:
+            return _config_true(pygit2.Config(str(Path(path) / "config")), _EXTENSION_KEY)
+        except (OSError, pygit2.GitError):
+            return False
 
     def _edit_config(self, edit: Callable[[pygit2.Config], None]) -> None:
         """Change the repository's config durably: libgit2 edits a copy, which replaces the
@@ -1382,7 +1406,7 @@ class GitRepo:
         """
         if any(spec.startswith("+") for spec in refspecs):
             raise ValueError("gitmem never force-pushes")
-        self._publish_all(lock_timeout)
+        self.publish(lock_timeout)
         remote = self._anonymous(url)
         callbacks = _Callbacks()
         with _remote_errors(url, callbacks):
@@ -1467,9 +1491,10 @@ class GitRepo:
             elif kind == b"tag":
                 stack.append((_tag_target(data, oid), ""))
 
-    def _publish_all(self, lock_timeout: float) -> None:
+    def publish(self, lock_timeout: float) -> None:
         """Checkpoint (the clearing kind) so that libgit2 and git see every write, under the
-        writer lock (taken here unless this thread holds it)."""
+        writer lock (taken here, up to ``lock_timeout`` seconds, unless this thread holds it).
+        A no-op where writes are not logged."""
         if not _wal_on():
             return
         if getattr(self._local, "locked", False):
@@ -2257,3 +2282,57 @@ def _tree_bytes(root: Path) -> int:
             if path.is_file():
                 total += path.stat().st_size
     return total
+
+
+# -- publishing when the process ends (design.md, "The redo log") ----------------------------
+
+# How long publishing at interpreter exit waits for another writer's lock: an exit must not hang.
+EXIT_LOCK_SECONDS = 2.0
+# Repositories this process logged writes to that it has not published since, by absolute
+# path, with the id of the process that logged them: a forked child inherits the dict, and must
+# not publish (or wait on locks) for its parent. Paths only: no key, no object is kept alive.
+_LOGGED: dict[str, int] = {}
+_log = logging.getLogger("gitmem")
+
+
+def publish_logged(lock_timeout: float = EXIT_LOCK_SECONDS) -> list[tuple[str, GitMemError]]:
+    """Checkpoint (the clearing kind) every repository this process logged writes to and has
+    not published since, so that plain git reads each; waits up to ``lock_timeout`` seconds for
+    each one's writer lock. Never raises for a repository: returns ``(path, error)`` for those
+    that could not be published (their writes stay in the log, durable and readable by
+    gitmem). A repository whose directory is gone is skipped."""
+    failed: list[tuple[str, GitMemError]] = []
+    pid = os.getpid()
+    for path, owner in list(_LOGGED.items()):
+        if owner != pid:
+            continue
+        if not os.path.isdir(path):
+            _LOGGED.pop(path, None)
+            continue
+        try:
+            GitRepo(path).publish(lock_timeout)
+        except GitMemError as exc:
+            failed.append((path, exc))
+        except OSError as exc:
+            failed.append((path, StorageError(f"{exc.strerror or exc}")))
+        finally:
+            # Tried once: the exit handler must not try again what the CLI already reported.
+            _LOGGED.pop(path, None)
+    return failed
+
+
+@atexit.register
+def _publish_at_exit() -> None:
+    """Best effort at interpreter exit: never raises, waits at most :data:`EXIT_LOCK_SECONDS`
+    for each lock (a killed process runs no exit handler: gitmem reads its log as ever)."""
+    try:
+        for path, exc in publish_logged(EXIT_LOCK_SECONDS):
+            _log.warning(
+                "gitmem: the writes in the redo log of %s were not published at exit (%s); "
+                "gitmem reads them, and `gitmem --repo %s checkpoint` publishes them for git",
+                path,
+                exc,
+                path,
+            )
+    except Exception:  # an exit handler must not fail the exit
+        _log.warning("gitmem: publishing the redo log at exit failed", exc_info=True)

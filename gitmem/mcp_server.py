@@ -10,6 +10,10 @@ client sends stops the server. This is the only module that imports the ``mcp`` 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,11 +27,13 @@ from mcp.server.stdio import stdio_server
 from . import history
 from . import paths as memory_paths
 from ._version import __version__
+from .errors import GitMemError
 from .revisions import parse_time
 from .store import MemoryStore
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
 
 _JSON_TYPES = {str: "string", int: "integer"}
+_log = logging.getLogger("gitmem")
 
 
 def memory_input_schema() -> dict[str, Any]:
@@ -274,14 +280,45 @@ def build_server(memory: MemoryServer) -> Server[Any]:
 
 
 def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
-    """Serve the tools over stdin and stdout until the client closes the connection."""
+    """Serve the tools over stdin and stdout until the client closes the connection, then
+    publish the store's logged writes for plain git; SIGTERM and SIGINT publish, then end the
+    process as the signal would have."""
     server = build_server(MemoryServer(store, allow_restore=allow_restore))
 
     async def main() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    def stop(signum: int, _frame: object) -> None:
+        # The loop cannot be stopped in order: the thread reading stdin cannot be cancelled.
+        # Writes run on worker threads, which this waits for through the writer lock.
+        _publish(store)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    handled = (signal.SIGTERM, signal.SIGINT)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = [signal.signal(signum, stop) for signum in handled] if main_thread else []
+    try:
+        anyio.run(main)
+    finally:
+        for signum, handler in zip(handled, previous, strict=False):
+            signal.signal(signum, handler)
+    _publish(store)
+
+
+def _publish(store: MemoryStore) -> None:
+    # The writes are durable in the redo log already: a store that cannot be published now
+    # (another writer holding the lock too long) is still whole for gitmem; say so and go.
+    try:
+        store.close()
+    except GitMemError as exc:
+        _log.warning(
+            "gitmem mcp: the writes were not published for git (%s); `gitmem --repo %s "
+            "checkpoint` publishes them",
+            exc,
+            store.path,
+        )
 
 
 __all__ = ["MemoryServer", "build_server", "memory_input_schema", "serve_stdio"]

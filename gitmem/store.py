@@ -1301,6 +1301,20 @@ class MemoryStore:
         with self.repo.write_lock(self.lock_timeout):
             self.repo.checkpoint(clear=True)
 
+    def close(self) -> None:
+        """Publish the writes this process logged to the store (a :meth:`checkpoint`, taking
+        the writer lock up to ``lock_timeout``), so that plain git reads it; nothing happens
+        when there are none (a reader, a read-only store). The store may still be used after
+        it: later writes are logged again, and published at the next ``close`` or at exit."""
+        if self.repo.logged_here():
+            self.checkpoint()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 class Replication(Protocol):
     """What :mod:`gitmem.sync` gives the store. Replication sits above the store in the layers

@@ -12,15 +12,19 @@ import os
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .errors import (
     ConflictError,
     DifferentStore,
     GitMemError,
+    LockTimeout,
+    NoStore,
     NotAStoreRemote,
     PushRejected,
+    RemoteError,
     RollbackDetected,
+    StorageError,
     UsageError,
 )
 from .gitrepo import BRANCH, META_REF, GitRepo
@@ -74,6 +78,35 @@ def resolve_remote(repo: GitRepo, remote: str) -> tuple[str, str]:
     return remote, check_url(remote)
 
 
+def publish_local_remote(url: str, lock_timeout: float) -> None:
+    """Before a local repository at ``url`` (a path or ``file://``) is read as a remote: when it
+    is a gitmem store whose redo log holds writes (design.md, "The redo log"), publish them
+    under its writer lock, since libgit2's transport reads only the published branch.
+
+    Raises :class:`RemoteError` when they cannot be published (a read-only store, its lock held
+    past ``lock_timeout``): reading the remote then would silently miss its latest writes.
+    """
+    path = _local_path(url)
+    if path is None or not GitRepo.log_pending_at(path):
+        return
+    try:
+        GitRepo(path).publish(lock_timeout)
+    except (StorageError, LockTimeout, NoStore) as exc:
+        raise RemoteError(
+            f"the remote {url} is a gitmem store whose latest writes are only in its redo log, "
+            f"and they cannot be published from here ({exc}); run `gitmem --repo {path} "
+            "checkpoint` there, then try again; nothing was written"
+        ) from None
+
+
+def _local_path(url: str) -> Path | None:
+    """The directory a local URL (a path or ``file://``) names; None for a network URL."""
+    if "://" in url:
+        parts = urlsplit(url)
+        return Path(unquote(parts.path)) if parts.scheme == "file" else None
+    return None if _SCP_LIKE.match(url) else Path(url)
+
+
 def _remote_mark(store: MemoryStore, url: str) -> HighWater | None:
     if store.high_water is None:
         return None
@@ -125,6 +158,7 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     label, url = resolve_remote(store.repo, remote)
     marks = _remote_mark(store, url)
     repo = store.repo
+    publish_local_remote(url, store.lock_timeout)
     heads = repo.list_remote(url)
     if not heads:
         return SyncResult(label, url, "empty", store.head(), None)
@@ -260,6 +294,8 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     marks = _remote_mark(store, url)
     repo = store.repo
     head = store.head_operation()
+    # A push into a local store moves its ref file, which its unpublished log would override.
+    publish_local_remote(url, store.lock_timeout)
     heads = repo.list_remote(url)
     if heads and BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
@@ -331,6 +367,7 @@ def clone(
     made = not target.exists()
     try:
         repo = GitRepo.init(target)
+        publish_local_remote(clean, StoreOptions.of(options).lock_timeout)
         heads = repo.list_remote(clean)
         if not heads:
             raise NotAStoreRemote(f"the remote {clean} is empty: nothing to clone")

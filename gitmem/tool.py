@@ -289,6 +289,13 @@ def _open(
     return MemoryStore.open(repo, key, create=True, options=StoreOptions.of(options, **settings))
 
 
+def _close(tool: GitMemoryTool | AsyncGitMemoryTool) -> None:
+    # A push still running publishes too (a push checkpoints first); waiting keeps its writes
+    # from racing the close.
+    tool.autosync.wait(tool.store.lock_timeout)
+    tool.store.close()
+
+
 class GitMemoryTool(BetaAbstractMemoryTool):
     """Claude's memory tool backed by an encrypted git store; a drop-in for the SDK's tools.
 
@@ -325,6 +332,17 @@ class GitMemoryTool(BetaAbstractMemoryTool):
     def session(self) -> str:
         """The label on every commit this tool makes."""
         return self.store.session
+
+    def close(self) -> None:
+        """Wait for a background push (up to the lock timeout), then publish this process's
+        writes to the store for plain git (:meth:`MemoryStore.close`)."""
+        _close(self)
+
+    def __enter__(self) -> GitMemoryTool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def call(self, input: object) -> str:
         """Validate ``input`` and run the command; every failure is a ToolError."""
@@ -387,6 +405,16 @@ class AsyncGitMemoryTool(BetaAsyncAbstractMemoryTool):
     def session(self) -> str:
         """The label on every commit this tool makes."""
         return self.store.session
+
+    async def close(self) -> None:
+        """:meth:`GitMemoryTool.close`, on a worker thread."""
+        await run_sync(_close, self)
+
+    async def __aenter__(self) -> AsyncGitMemoryTool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     async def call(self, input: object) -> str:
         """Validate ``input`` and run the command off the event loop."""

@@ -42,6 +42,14 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_publish_at_exit() -> Iterator[None]:
+    """The stores a test writes die with its temporary directory: the pytest process must not
+    publish hundreds of them when it exits (tests/test_publish.py checks exits in subprocesses)."""
+    yield
+    gitmem.gitrepo._LOGGED.clear()
+
+
 @pytest.fixture
 def key() -> str:
     """A fresh store key."""
