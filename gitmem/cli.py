@@ -34,7 +34,6 @@ from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
 from .errors import GitMemError, IntegrityError, KeyMissing, StorageError, UsageError, shown_repr
-from .gitrepo import publish_logged
 from .initstore import init_store
 from .keysource import (
     ENV_KEY,
@@ -44,7 +43,6 @@ from .keysource import (
     user_key_path,
     write_key_file,
 )
-from .options import DEFAULT_LOCK_TIMEOUT
 from .paths import MemoryPath
 from .render import plural
 from .revisions import SESSION_PREFIX, parse_time
@@ -89,14 +87,17 @@ class CliState:
         return self._store
 
     def publish_writes(self) -> None:
-        """Before the process ends: publish what this command logged (a checkpoint of the
+        """Before the process ends: publish what this command wrote (a checkpoint of the
         clearing kind), so that a store no gitmem process is writing is a plain git repository.
         The writes are durable in the log already: a failure is a warning, not the command's."""
-        timeout = DEFAULT_LOCK_TIMEOUT if self._store is None else self._store.lock_timeout
-        for path, exc in publish_logged(timeout):
+        if self._store is None:
+            return
+        try:
+            self._store.close()
+        except (GitMemError, OSError) as exc:
             click.echo(
                 f"gitmem: warning: the writes were not published for git ({exc}); gitmem reads "
-                f"them, and `gitmem --repo {path} checkpoint` publishes them",
+                f"them, and `gitmem --repo {self._store.path} checkpoint` publishes them",
                 err=True,
             )
 
