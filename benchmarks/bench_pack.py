@@ -17,7 +17,8 @@ is, and the libgit2 ``PackBuilder`` it replaced, kept here as the reference):
 - ``maintain``: ``GitRepo.maintain()``, which packs every loose object into one pack;
 - ``gc``: ``MemoryStore.gc(grace=0)``, which reads every reachable object and packs them (the
   new writer packs each as the walk read it; the reference is handed the ids and reads each
-  again, as gc did with it).
+  again, as gc did with it). gc is also timed as it was before it packed what its walk read:
+  each object read again and packed by gitmem (printed as "reading once / twice").
 
 Printed: the median time of each, the ratio new/old, and the size of the pack each writes
 (gitmem's holds whole objects; libgit2's may delta trees against one another). fsync stays on:
@@ -74,13 +75,22 @@ def libgit2_write_pack(self: GitRepo, objects: Iterable[str], pack_dir: Path) ->
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def libgit2_pack_stream(repo: GitRepo) -> Callable[..., Path | None]:
-    """The reference in ``pack.write_pack``'s place (gc's, which streams what its walk read):
-    the ids given, packed by libgit2, which reads each object again as gc once did."""
+def pack_stream(repo: GitRepo, writer: str) -> Callable[..., Path | None]:
+    """What stands in ``pack.write_pack``'s place (gc's, which streams what its walk read) for
+    ``writer``: itself for "new"; for "old" (the reference) the ids, packed by libgit2, which
+    reads each object again as gc once did; for "twice" the ids, each read again and packed by
+    gitmem, as gc did before it packed what its walk read."""
+    if writer == "new":
+        return NEW_PACK_STREAM
 
     def write(objects: Iterable[PackObject], pack_dir: Path, work_dir: Path) -> Path | None:
         ids = [item[0] for item in objects if len(item) == 3]
-        return libgit2_write_pack(repo, ids, pack_dir) if ids else None
+        if not ids:
+            return None
+        if writer == "old":
+            return libgit2_write_pack(repo, ids, pack_dir)
+        again = ((oid, *repo._read_any(oid, _ANY_KIND)) for oid in ids)
+        return NEW_PACK_STREAM(again, pack_dir, work_dir)
 
     return write
 
@@ -106,10 +116,10 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(template / "store.git", copy / "store.git", symlinks=True)
     shutil.copytree(template / "state", copy / "state", symlinks=True)
-    GitRepo._write_pack = NEW_WRITE_PACK if writer == "new" else libgit2_write_pack  # type: ignore[method-assign]
+    GitRepo._write_pack = NEW_WRITE_PACK if writer != "old" else libgit2_write_pack  # type: ignore[method-assign]
     store = MemoryStore.open(copy / "store.git", key, state_dir=copy / "state")
     repo = store.repo
-    gitrepo.write_pack = NEW_PACK_STREAM if writer == "new" else libgit2_pack_stream(repo)  # type: ignore[attr-defined]
+    gitrepo.write_pack = pack_stream(repo, writer)  # type: ignore[attr-defined]
     run: Callable[[], object]
     if task in ("pack 250", "memory 250"):
         ids = loose_ids(repo.path)[:250]
@@ -177,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {len(ops)} writes, {loose} loose objects")
         print(f"{'task':10} {'old (libgit2)':>14} {'new (gitmem)':>13} {'new/old':>8}   pack bytes")
         for task in args.tasks:
-            times: dict[str, list[float]] = {"old": [], "new": []}
+            writers = ["old", "new", "twice"] if task == "gc" else ["old", "new"]
+            times: dict[str, list[float]] = {writer: [] for writer in writers}
             sizes: dict[str, int] = {}
             for run in range(args.runs):
-                for writer in ("old", "new") if run % 2 == 0 else ("new", "old"):
+                # Each writer in turn, the order rotated run after run.
+                for writer in writers[run % len(writers) :] + writers[: run % len(writers)]:
                     elapsed, sizes[writer] = trial(template, work, task, writer, key)
                     times[writer].append(elapsed)
             old, new = statistics.median(times["old"]), statistics.median(times["new"])
@@ -188,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{task:10} {old * 1000:11.1f} ms {new * 1000:10.1f} ms {new / old:7.2f}x"
                 f"   old {sizes['old']:,} new {sizes['new']:,} ({sizes['new'] / sizes['old']:.2f}x)"
             )
+            if "twice" in times:
+                twice = statistics.median(times["twice"])
+                print(
+                    f"{'':10} gc reading each object twice (gitmem's before): "
+                    f"{twice * 1000:.1f} ms; reading once / twice: {new / twice:.2f}x"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
