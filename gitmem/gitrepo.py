@@ -893,12 +893,15 @@ class GitRepo:
                     continue
                 if not tail.records:
                     self._mark_log_pending()
-                if os.pwrite(fd, data, tail.offset) != len(data):
+                offset = tail.offset
+                if os.pwrite(fd, data, offset) != len(data):
                     raise OSError(errno.ENOSPC, "the redo log's record was cut short")
                 _LOGGED[self._exit_key] = self._logged_by = os.getpid()
                 with self._view_lock:
-                    if self._tail is tail:
-                        tail.add(record, tail.offset + len(data), BRANCH)
+                    # Unless a reader of this process (another thread) has read the record
+                    # since it was written: taking it in twice would put the tail past it.
+                    if self._tail is tail and tail.seq == record.seq:
+                        tail.add(record, offset + len(data), BRANCH)
                 return
             finally:
                 if fd >= 0:

@@ -425,3 +425,31 @@ def test_a_read_only_store_follows_the_log(
     monkeypatch.setattr(os, "open", read_only)
     fresh = GitRepo(repo_path)
     assert fresh.ref(BRANCH) == reader.ref(BRANCH) == head
+
+
+@needs_log
+def test_a_record_another_thread_read_before_its_writer_took_it_in_is_taken_in_once(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader thread of the writing process may find the record between the writer's
+    ``pwrite`` and its own taking in of it; the tail must still end where the record ends."""
+    store = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    real_pwrite = os.pwrite
+
+    def then_read(fd: int, data: bytes, offset: int) -> int:
+        written = real_pwrite(fd, data, offset)
+        if data.startswith(wal.RECORD_MAGIC):
+            reading = threading.Thread(target=store.repo._view)
+            reading.start()
+            reading.join()
+        return written
+
+    monkeypatch.setattr(os, "pwrite", then_read)
+    for n in range(3):
+        store.create(parse(f"/memories/raced{n}.md"), f"{n}\n")
+    monkeypatch.undo()
+    fresh = GitRepo(repo_path)._view()
+    tail = store.repo._tail
+    assert fresh is not None and tail is not None
+    assert (tail.offset, tail.seq, tail.last) == (fresh.offset, fresh.seq, fresh.last)
+    assert fresh.records == 5 and reader.ref(BRANCH) == fresh.last
