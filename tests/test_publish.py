@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 import gitmem
@@ -104,6 +105,22 @@ def test_a_library_write_is_in_the_log_until_close(store: gitmem.MemoryStore) ->
     assert GitRepo.log_pending_at(store.path)
     store.close()
     assert_plain_git_reads(store.path, 2)
+
+
+def test_the_tools_publish_when_closed(repo_path: Path, key: str) -> None:
+    create = {"command": "create", "path": "/memories/a.md", "file_text": "one"}
+    with gitmem.GitMemoryTool(repo_path, key=key) as tool:
+        tool.call(create)
+        assert GitRepo.log_pending_at(repo_path)
+    assert_plain_git_reads(repo_path, 1)
+
+    async def use() -> None:
+        async with gitmem.AsyncGitMemoryTool(repo_path, key=key) as tool:
+            await tool.call({**create, "path": "/memories/b.md"})
+            assert GitRepo.log_pending_at(repo_path)
+
+    anyio.run(use)
+    assert_plain_git_reads(repo_path, 2)
 
 
 def test_close_of_a_reader_publishes_nothing_and_needs_no_lock(
