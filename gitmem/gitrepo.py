@@ -840,7 +840,7 @@ class GitRepo:
         """Move the branch by appending its record to the log, with no flush and nothing
         written to the repository: the returned ticket makes the record durable (one
         ``fdatasync``), and a checkpoint publishes it."""
-        self._append(name, new, expected, tuple(self._written.values()))
+        self._append(name, new, expected, self._written)
         self._written, self._pending_bytes = {}, 0
         return _group_sync(f"log:{self._log}").ticket()
 
@@ -849,13 +849,14 @@ class GitRepo:
         name: str,
         new: str,
         expected: str | None,
-        objects: tuple[tuple[bytes, bytes], ...],
+        objects: Mapping[str, tuple[bytes, bytes]],
     ) -> None:
         """Under the writer lock: append the record of a move of ``name`` to ``new`` from
-        ``expected`` (the compare-and-swap of design.md, "Writing", step 6: the log's head, or
-        the ref file when the generation has no record, must be ``expected``), checkpointing
-        first when the log is missing, full, of another version or boot, or when the ref file
-        moved since the generation started (something else moved the branch)."""
+        ``expected``, holding ``objects`` (``(type, payload)`` by id). The compare-and-swap of
+        design.md, "Writing", step 6: the log's head, or the ref file when the generation has
+        no record, must be ``expected``. Checkpoints first when the log is missing, full, of
+        another version or boot, or when the ref file moved since the generation started
+        (something else moved the branch)."""
         for attempt in range(2):
             try:
                 fd = wal.open_log(self._log, write=True)
@@ -882,7 +883,9 @@ class GitRepo:
                 if current != expected:
                     what = "already exists" if expected is None else "moved during the write"
                     raise ConflictError(f"the ref {name} {what}")
-                record = wal.Record(header.generation, tail.seq, ((name, new),), objects)
+                record = wal.Record(
+                    header.generation, tail.seq, ((name, new),), tuple(objects.values())
+                )
                 data = record.to_bytes()
                 size = os.fstat(fd).st_size
                 if tail.offset + len(data) > size and tail.records:
@@ -901,7 +904,7 @@ class GitRepo:
                     # Unless a reader of this process (another thread) has read the record
                     # since it was written: taking it in twice would put the tail past it.
                     if self._tail is tail and tail.seq == record.seq:
-                        tail.add(record, offset + len(data), BRANCH)
+                        tail.add(record, offset + len(data), BRANCH, ids=tuple(objects))
                 return
             finally:
                 if fd >= 0:

@@ -453,3 +453,20 @@ def test_a_record_another_thread_read_before_its_writer_took_it_in_is_taken_in_o
     assert fresh is not None and tail is not None
     assert (tail.offset, tail.seq, tail.last) == (fresh.offset, fresh.seq, fresh.last)
     assert fresh.records == 5 and reader.ref(BRANCH) == fresh.last
+
+
+def test_a_tail_takes_a_records_ids_from_its_writer_or_computes_them() -> None:
+    """The writer hands the ids it computed as it wrote (no second hash of each object); a
+    reader computes them: both give the same view, and ids that do not match the record's
+    objects one for one are refused, never paired with the wrong payloads."""
+    objects = ((b"blob", b"one"), (b"tree", b""), (b"blob", b"two"))
+    ids = [wal.object_id(kind, payload) for kind, payload in objects]
+    record = wal.Record(1, 1, ((BRANCH, "ab" * 20),), objects)
+    computed, given = wal.Tail(1), wal.Tail(1)
+    computed.add(record, 5000, BRANCH)
+    given.add(record, 5000, BRANCH, ids=ids)
+    assert computed == given
+    assert computed.objects == dict(zip(ids, objects, strict=True))
+    assert (computed.last, computed.seq, computed.offset) == ("ab" * 20, 2, 5000)
+    with pytest.raises(ValueError):
+        wal.Tail(1).add(record, 5000, BRANCH, ids=ids[:2])
