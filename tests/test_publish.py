@@ -20,9 +20,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 import gitmem
-from gitmem.errors import RemoteError
+from gitmem.cli import main as cli_main
+from gitmem.errors import LockTimeout, RemoteError
 from gitmem.gitrepo import LOCK_FILE, GitRepo
 
 # Every test here needs the redo log, which needs a boot id and syncfs (Linux).
@@ -90,6 +92,33 @@ def test_a_cli_write_leaves_a_plain_git_repository(
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert_plain_git_reads(repo_path, 1)
+
+
+def test_a_cli_write_whose_publish_fails_succeeds_with_a_warning(
+    store: gitmem.MemoryStore,
+    repo_path: Path,
+    key: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(self: gitmem.MemoryStore) -> None:
+        raise LockTimeout(f"another writer held the lock on {self.path} for over 30s")
+
+    monkeypatch.setattr(gitmem.MemoryStore, "close", refuse)
+    monkeypatch.setenv("GITMEM_KEY", key)
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.md").write_text("hello\n")
+    result = CliRunner().invoke(
+        cli_main, ["--repo", str(repo_path), "import", str(tmp_path / "files")]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        f"gitmem: warning: the writes were not published for git (another writer held the lock "
+        f"on {repo_path} for over 30s); gitmem reads them, and `gitmem --repo {repo_path} "
+        "checkpoint` publishes them\n"
+    )
+    assert GitRepo.log_pending_at(repo_path)  # the write itself is durable, in the log
+    assert gitmem.MemoryStore.open(repo_path, key).read_text("/memories/a.md") == "hello\n"
 
 
 def test_a_library_write_is_in_the_log_until_close(store: gitmem.MemoryStore) -> None:
