@@ -18,7 +18,8 @@ is, and the libgit2 ``PackBuilder`` it replaced, kept here as the reference):
 - ``gc``: ``MemoryStore.gc(grace=0)``, which reads every reachable object and packs them (the
   new writer packs each as the walk read it; the reference is handed the ids and reads each
   again, as gc did with it). gc is also timed as it was before it packed what its walk read:
-  each object read again and packed by gitmem (printed as "reading once / twice").
+  each object read again and packed by gitmem (printed as "reading once / twice"). The
+  median CPU time of each is printed too: on a shared machine, less disturbed by other work.
 
 Printed: the median time of each, the ratio new/old, and the size of the pack each writes
 (gitmem's holds whole objects; libgit2's may delta trees against one another). fsync stays on:
@@ -140,9 +141,10 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
         def run() -> object:
             return store.gc(grace=0)
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     run()
     elapsed = time.perf_counter() - started
+    CPU_SECONDS.setdefault((task, writer), []).append(time.process_time() - cpu_started)
     size = pack_bytes(repo.path)
     if not store.verify().ok:
         raise SystemExit(f"verify failed after {task} with the {writer} writer")
@@ -151,6 +153,9 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
 
 
 TASKS = ("pack 250", "memory 250", "maintain", "gc")
+# The CPU time of each trial by (task, writer): this process's alone, less disturbed than the
+# wall-clock time by other work on a shared machine (though an fsync's wait is not in it).
+CPU_SECONDS: dict[tuple[str, str], list[float]] = {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'':10} gc reading each object twice (gitmem's before): "
                     f"{twice * 1000:.1f} ms; reading once / twice: {new / twice:.2f}x"
                 )
+            cpu = {w: statistics.median(CPU_SECONDS[task, w]) for w in writers}
+            print(
+                f"{'':10} CPU time: "
+                + ", ".join(f"{w} {cpu[w] * 1000:.1f} ms" for w in writers)
+                + f"; new/old {cpu['new'] / cpu['old']:.2f}x"
+                + (f", once/twice {cpu['new'] / cpu['twice']:.2f}x" if "twice" in cpu else "")
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
