@@ -187,12 +187,18 @@ class _OpenLog:
             self._raw, self._header = raw, wal.Header.parse(raw)
         return self._header
 
-    def __del__(self) -> None:
+    def __del__(
+        self, process: list[str] = _PROCESS, close: Callable[[int], None] = os.close
+    ) -> None:
         # Closed only by the process that opened it: a forked child's copy of the number may
-        # name another file by now (the child inherits it and forgets it, see shows).
-        if getattr(self, "owner", None) is _PROCESS[0]:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
+        # name another file by now (the child inherits it and forgets it, see shows). The
+        # process tag and os.close are bound here: at interpreter exit the module's globals
+        # may already be gone when this runs.
+        if getattr(self, "owner", None) is process[0]:
+            try:
+                close(self.fd)
+            except OSError:
+                pass
 
 
 class GitRepo:

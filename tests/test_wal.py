@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import subprocess
 import sys
@@ -470,3 +471,35 @@ def test_a_tail_takes_a_records_ids_from_its_writer_or_computes_them() -> None:
     assert (computed.last, computed.seq, computed.offset) == ("ab" * 20, 2, 5000)
     with pytest.raises(ValueError):
         wal.Tail(1).add(record, 5000, BRANCH, ids=ids[:2])
+
+
+@needs_log
+def test_a_reader_collected_at_interpreter_exit_closes_its_log_quietly(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At interpreter exit a module's globals may be gone (None) before its objects are
+    collected: the reader's open log is still closed, and nothing is printed."""
+    store = MemoryStore.open(repo_path, key, create=True, state_dir=tmp_path / "state")
+    store.create(parse("/memories/a.md"), "a\n")
+    log = os.path.realpath(repo_path / wal.LOG_NAME)
+
+    def open_logs() -> set[str]:
+        return {
+            fd
+            for fd in os.listdir("/proc/self/fd")
+            if os.path.realpath(f"/proc/self/fd/{fd}") == log
+        }
+
+    before = open_logs()
+    repo = GitRepo(repo_path)
+    assert repo.ref(BRANCH) is not None  # its reader now holds the log open
+    opened = open_logs() - before
+    assert len(opened) == 1
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    monkeypatch.setattr(gitrepo, "_PROCESS", None)  # as module teardown leaves it
+    del repo
+    gc.collect()
+    monkeypatch.undo()
+    assert unraisable == []
+    assert not open_logs() & opened
