@@ -195,7 +195,7 @@ class _OpenLog:
         # process tag and os.close are bound here: at interpreter exit the module's globals
         # may already be gone when this runs.
         if getattr(self, "owner", None) is process[0]:
-            try:
+            try:  # noqa: SIM105 - not contextlib.suppress: that global may be gone too
                 close(self.fd)
             except OSError:
                 pass
