@@ -240,7 +240,7 @@ _COMPARE_BLOCK = 8192
 _FIRST_COMPARE = 32
 
 
-def _common_prefix(a: bytes, b: bytes) -> int:
+def common_prefix(a: bytes, b: bytes) -> int:
     """The length of the longest common prefix of ``a`` and ``b`` (memcmp speed)."""
     limit = min(len(a), len(b))
     head = min(limit, 16)
@@ -267,7 +267,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+def common_suffix(a: bytes, b: bytes, limit: int) -> int:
     """The length (at most ``limit``) of the longest common suffix of ``a`` and ``b``."""
     limit = min(len(a), len(b), limit)
     if limit <= _COMPARE_BLOCK:
@@ -421,8 +421,8 @@ class Chunker:
         for known in recent:
             if params_for(len(known.data)) != params:
                 continue
-            prefix = _common_prefix(known.data, data)
-            suffix = _common_suffix(known.data, data, min(len(known.data), len(data)) - prefix)
+            prefix = common_prefix(known.data, data)
+            suffix = common_suffix(known.data, data, min(len(known.data), len(data)) - prefix)
             if prefix + suffix > best_prefix + best_suffix:
                 best, best_prefix, best_suffix = known, prefix, suffix
         if not best.checked and not self._plausible(best.data, best.cuts):

@@ -389,7 +389,7 @@ def test_a_remembered_chunk_that_is_gone_is_written_again(repo_path: Path, key: 
 def test_common_prefix_and_suffix_of_short_and_long_data_alike() -> None:
     """The common suffix of short tails is found at once (integers), of long ones by search,
     and the common prefix by a search from small blocks up: all give the byte-by-byte answer."""
-    from gitmem.chunking import _common_prefix, _common_suffix
+    from gitmem.chunking import common_prefix, common_suffix
 
     rng = random.Random(7)
     for _ in range(3000):
@@ -402,11 +402,11 @@ def test_common_prefix_and_suffix_of_short_and_long_data_alike() -> None:
         expected = 0
         while expected < min(len(a), len(b), limit) and a[-1 - expected] == b[-1 - expected]:
             expected += 1
-        assert _common_suffix(a, bytes(b), limit) == expected
+        assert common_suffix(a, bytes(b), limit) == expected
         prefix = 0
         while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
             prefix += 1
-        assert _common_prefix(a, bytes(b)) == prefix
+        assert common_prefix(a, bytes(b)) == prefix
 
 
 @functools.cache
