@@ -122,7 +122,12 @@ class PackingRepo(GitRepo):
     def update_ref(
         self, name: str, new: str, expected: str | None, *, wait: bool = True
     ) -> Durability:
-        assert name == BRANCH and expected == self.branch
+        if name != BRANCH:
+            # The metadata (a store's first split directory makes it format 4): the blob goes
+            # to disk first, then the real ref moves to it.
+            self.flush()
+            return super().update_ref(name, new, expected, wait=wait)
+        assert expected == self.branch
         self.branch = new
         return None
 

@@ -20,8 +20,11 @@ FORMAT_VERSION = 2
 # A store with key slots (and key epochs) is version 3; one without is version 2 (or 1 until
 # its first write).
 SLOTS_FORMAT_VERSION = 3
+# A store that has written a split directory (gitmem.buckets) is version 4, with or without key
+# slots: gitmem that reads only 1-3 would take its bucket trees for forged entries.
+SPLIT_FORMAT_VERSION = 4
 # Versions this code reads; a store of a newer version is refused rather than misread.
-READABLE_VERSIONS = frozenset({1, 2, 3})
+READABLE_VERSIONS = frozenset({1, 2, 3, 4})
 # Records did not change with format 2 (a merge is a new command, not a new layout).
 RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = frozenset({1})
@@ -276,7 +279,7 @@ class StoreMeta:
     ``gitmem`` entry): nothing here is secret.
 
     A format 3 store also lists its key ``slots`` and its epoch ``links`` (``links[k-1]``
-    seals epoch key ``k-1`` under epoch key ``k``).
+    seals epoch key ``k-1`` under epoch key ``k``); a format 4 store may (:attr:`has_slots`).
     """
 
     format: int
@@ -284,6 +287,11 @@ class StoreMeta:
     key_check: bytes
     slots: tuple[Slot, ...] = ()
     links: tuple[bytes, ...] = ()
+
+    @property
+    def has_slots(self) -> bool:
+        """True when the store is opened through key slots (format 3, or 4 with ``slots``)."""
+        return self.format == SLOTS_FORMAT_VERSION or bool(self.slots)
 
     @property
     def epoch(self) -> int:
@@ -298,7 +306,7 @@ class StoreMeta:
             "store_id": self.store_id.hex(),
             "key_check": base64.b64encode(self.key_check).decode("ascii"),
         }
-        if self.format >= SLOTS_FORMAT_VERSION:
+        if self.has_slots:
             body["slots"] = [slot.to_json() for slot in self.slots]
             body["epochs"] = [_b64(link) for link in self.links]
         return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
@@ -322,7 +330,10 @@ class StoreMeta:
                 f"this store has format version {fmt}; this gitmem reads "
                 f"{', '.join(map(str, sorted(READABLE_VERSIONS)))} (upgrade gitmem)"
             )
-        if fmt < SLOTS_FORMAT_VERSION:
+        if fmt < SLOTS_FORMAT_VERSION or (fmt >= SPLIT_FORMAT_VERSION and "slots" not in body):
+            # Format 4 without key slots: a format 2 store that split a directory.
+            if "epochs" in body:
+                raise IntegrityError("the store's key slots are malformed")
             return cls(fmt, store_id, check)
         try:
             raw_slots, raw_links = body["slots"], body["epochs"]

@@ -93,7 +93,7 @@ def unlock(meta: StoreMeta, credential: Credential, where: str) -> Keyring:
 
 def unlock_with_key(meta: StoreMeta, raw: bytes, where: str) -> Keyring:
     """Open ``meta`` with a raw 32-byte key: a version 1 store's key, or a key slot's."""
-    if meta.format < SLOTS_FORMAT_VERSION:
+    if not meta.has_slots:
         if not StoreKeys.derive(raw, meta.store_id).matches(meta.key_check):
             raise WrongKey(f"the key does not open the store at {where}")
         return Keyring(None, None, (raw,))
@@ -129,7 +129,7 @@ def reopen(meta: StoreMeta, keyring: Keyring, where: str) -> Keyring:
     Raises :class:`WrongKey` when the keyring's slot has been removed.
     """
     if keyring.slot is None:
-        if meta.format < SLOTS_FORMAT_VERSION:
+        if not meta.has_slots:
             return keyring
         # The store gained slots since it was opened with its version 1 key: that key became
         # the slot labelled "initial key", if nobody has removed it since.
@@ -261,11 +261,13 @@ def add(
 ) -> tuple[StoreMeta, str]:
     """``meta`` with a new slot; a version 1 store first gets a slot for its own key."""
     _check_label(label)
-    if meta.format < SLOTS_FORMAT_VERSION:
+    if not meta.has_slots:
         first = make_slot(
             meta, keyring, _new_slot_id(meta), raw_key=keyring.epochs[0], label=INITIAL_KEY_LABEL
         )
-        meta = StoreMeta(SLOTS_FORMAT_VERSION, meta.store_id, meta.key_check, (first,), ())
+        meta = StoreMeta(
+            max(meta.format, SLOTS_FORMAT_VERSION), meta.store_id, meta.key_check, (first,), ()
+        )
     if len(meta.slots) >= MAX_SLOTS:
         raise UsageError(f"a store has at most {MAX_SLOTS} key slots")
     slot_id = _new_slot_id(meta)
@@ -289,7 +291,9 @@ def with_passphrase(
     slot = make_slot(
         meta, keyring, _new_slot_id(meta), passphrase=passphrase, label="", params=params
     )
-    return StoreMeta(SLOTS_FORMAT_VERSION, meta.store_id, meta.key_check, (slot,), ())
+    return StoreMeta(
+        max(meta.format, SLOTS_FORMAT_VERSION), meta.store_id, meta.key_check, (slot,), ()
+    )
 
 
 def _find(meta: StoreMeta, slot_id: str) -> Slot:
@@ -304,7 +308,7 @@ def _find(meta: StoreMeta, slot_id: str) -> Slot:
 
 def remove(meta: StoreMeta, keyring: Keyring, slot_id: str) -> StoreMeta:
     """``meta`` without slot ``slot_id``; the last slot is never removed."""
-    if meta.format < SLOTS_FORMAT_VERSION:
+    if not meta.has_slots:
         raise UsageError("this store has no key slots: its key is the only way in")
     gone = _find(meta, slot_id)
     if len(meta.slots) == 1:
@@ -322,7 +326,7 @@ def passwd(
     params: KdfParams | None = None,
 ) -> StoreMeta:
     """``meta`` with slot ``slot_id`` remade for a new passphrase (same id and label)."""
-    if meta.format < SLOTS_FORMAT_VERSION:
+    if not meta.has_slots:
         raise UsageError("this store has no key slots (add one with `gitmem key add`)")
     old = _find(meta, slot_id)
     if old.kind != SLOT_PASSPHRASE:
@@ -342,7 +346,7 @@ def rotate(meta: StoreMeta, keyring: Keyring) -> tuple[StoreMeta, Keyring]:
 
     The new key is random, so holders of slots removed before now never see it.
     """
-    if meta.format < SLOTS_FORMAT_VERSION:
+    if not meta.has_slots:
         raise UsageError("this store has no key slots to rotate (add one with `gitmem key add`)")
     newest = os.urandom(crypto.KEY_BYTES)
     epoch = meta.epoch + 1

@@ -156,6 +156,8 @@ class MemoryStore:
         if found is not None and found.meta.format >= 2:
             self.codec.meta_blob = found.blob
         self._meta_blob = None if found is None else found.blob
+        # The last metadata blob found to be format 4 (see _upgrade_split).
+        self._split_meta: str | None = None
         if opts.check_rollback:
             # A read-only state directory must not stop reading; it only records less.
             with contextlib.suppress(OSError):
@@ -650,12 +652,15 @@ class MemoryStore:
                 editor = LimitedEditor(
                     self.codec, None if head is None else head.tree, self.limits, self.sizer
                 )
+                self.codec.wrote_split = False
                 outcome = edit(head, editor)
                 if isinstance(outcome, NoChange):
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
                     meta_ref = self._upgrade_format(meta_ref)
+                    if self.codec.wrote_split:
+                        meta_ref = self._upgrade_split(meta_ref)
                     op, durable = self._commit(
                         tree,
                         head,
@@ -743,6 +748,26 @@ class MemoryStore:
         if old != blob:
             self.repo.update_ref(META_REF, blob, old)
         self.codec.meta_blob = blob
+        return blob
+
+    def _upgrade_split(self, old: str) -> str:
+        """Under the writer lock, after :meth:`_upgrade_format`: make the store format 4 before
+        a commit whose tree holds a split directory (design.md, "Repository format version 4").
+
+        The metadata keeps everything else (its key slots, if any); ``refs/gitmem/meta`` moves
+        to it and the commit's root tree is stamped with it, so that gitmem that reads only
+        formats 1-3 refuses the store instead of taking its buckets for forged entries.
+        Returns where the ref points now.
+        """
+        if old == self._split_meta:
+            return old  # known to be format 4 already: every write in a big directory asks
+        meta = StoreMeta.from_bytes(self.repo.read_blob(old, fmt.MAX_META_BYTES))
+        if meta.format >= fmt.SPLIT_FORMAT_VERSION:
+            self._split_meta = old
+            return old
+        blob = self.repo.write_blob(replace(meta, format=fmt.SPLIT_FORMAT_VERSION).to_bytes())
+        self.repo.update_ref(META_REF, blob, old)
+        self.codec.meta_blob = self._meta_blob = self._split_meta = blob
         return blob
 
     def screen(self, before: str, after: str) -> Screened:
@@ -1102,7 +1127,7 @@ class MemoryStore:
         A version 1 store (no slots yet) lists nothing.
         """
         meta = self._current_meta()
-        if meta.format < fmt.SLOTS_FORMAT_VERSION:
+        if not meta.has_slots:
             return []
         return keyslots.describe(meta, self._keyring_for(meta))
 

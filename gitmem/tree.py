@@ -9,12 +9,11 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from . import chunking, paths, workers
+from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
 from .crypto import StoreKeys
 from .errors import IntegrityError, InvalidPath, NotAFile, NotFound, PathExists
@@ -72,27 +71,13 @@ class _FoldIndex:
 
 
 @dataclass
-class _Serial:
-    """A directory tree's entries as git stores them, in git's order: each entry's sort key
-    (its name and ``/``: every memory entry is a tree) and its bytes."""
-
-    keys: list[bytes]
-    entries: list[bytes]
-
-
-def _serialized(raw: str, oid: str) -> tuple[bytes, bytes]:
-    name = raw.encode("utf-8")
-    return name + b"/", b"%o %s\0%s" % (TREE_MODE, name, bytes.fromhex(oid))
-
-
-@dataclass
 class _Loaded:
     nodes: dict[str, Node]
     sealed: Mapping[str, str]
+    # The directory's tree and its buckets (gitmem.buckets): the next version is edited from
+    # it, so that one write of a big directory costs its changes and the buckets they touch.
+    shape: buckets.Shape
     fold_index: _FoldIndex | None = None
-    # The serialized entries, kept on the newest version written of a directory only: the
-    # next version is spliced from them (one write of a big directory costs its changes).
-    serial: _Serial | None = None
     _by_sealed: dict[str, str] | None = None
 
     def by_sealed(self) -> dict[str, str]:
@@ -138,6 +123,9 @@ class TreeCodec:
         # The metadata blob every root tree this codec writes carries (format 2); None for a
         # format 1 store until its first write upgrades it.
         self.meta_blob: str | None = None
+        # Set when write_dir writes a split directory: the store's format must then be 4 (the
+        # writer clears it before each edit; see MemoryStore.write).
+        self.wrote_split = False
 
     def forget(self) -> None:
         """Drop everything cached (listings, sizes, remembered files): the next reads are cold."""
@@ -163,28 +151,74 @@ class TreeCodec:
         # to the same name and kind (it was authenticated when first opened).
         previous = self._latest.get(path)
         known = {} if previous is None else previous.by_sealed()
-        for entry in self.repo.read_tree(oid):
-            if path.is_root and entry.name == META_ENTRY:
+        top = self.repo.read_tree(oid)
+        if path.is_root:
+            for entry in top:
                 # The store's metadata, not a memory entry (format 2).
-                if entry.mode != BLOB_MODE:
+                if entry.name == META_ENTRY and entry.mode != BLOB_MODE:
                     raise IntegrityError(
                         f"the root tree {oid} holds a gitmem entry that is no blob"
                     )
+            top = [entry for entry in top if entry.name != META_ENTRY]
+        shape = buckets.Shape(0, oid)
+        # The directory's tree, then its buckets (at most MAX_LEVELS deep): (tree, its
+        # entries, how deep, the bucket indices that led there as one number).
+        stack = [(shape, top, 0, 0)]
+        while stack:
+            node, entries, level, prefix = stack.pop()
+            if entries and buckets.is_bucket_like(entries[0].name):
+                node.buckets = self._read_buckets(entries, level, prefix, parent, oid, stack)
                 continue
-            if entry.mode != TREE_MODE:
-                raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
-            name = known.get(entry.name)
-            if name is not None:
-                kind = entry.name[:1]
-            else:
-                name, kind = self._open_name(entry.name, parent, oid)
-            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in nodes:
-                raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-            nodes[name] = Node(kind, entry.oid)
-            sealed[name] = entry.name
-        loaded = _Loaded(nodes, sealed)
+            for entry in entries:
+                if entry.mode != TREE_MODE:
+                    raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
+                name = known.get(entry.name)
+                if name is not None:
+                    kind = entry.name[:1]
+                else:
+                    name, kind = self._open_name(entry.name, parent, oid)
+                if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in nodes:
+                    raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+                if level and buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
+                    raise IntegrityError(
+                        f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
+                    )
+                nodes[name] = Node(kind, entry.oid)
+                sealed[name] = entry.name
+            node.count = len(entries)
+        buckets.recount(shape)
+        loaded = _Loaded(nodes, sealed, shape)
         self._remember(key, loaded)
         return loaded
+
+    def _read_buckets(
+        self,
+        entries: list[TreeEntry],
+        level: int,
+        prefix: int,
+        parent: str,
+        oid: str,
+        stack: list[tuple[buckets.Shape, list[TreeEntry], int, int]],
+    ) -> dict[int, buckets.Shape]:
+        """The buckets of a split directory's tree (format 4), each queued on ``stack`` to be
+        read; anything but non-empty, well-named buckets above the deepest level is refused."""
+        if level >= buckets.MAX_LEVELS:
+            raise IntegrityError(f"directory {parent} nests buckets too deep (tree {oid})")
+        found: dict[int, buckets.Shape] = {}
+        for entry in entries:
+            index = buckets.bucket_index(entry.name)
+            if index is None or entry.mode != TREE_MODE:
+                raise IntegrityError(f"directory {parent} holds a malformed bucket (tree {oid})")
+            below = self.repo.read_tree(entry.oid)
+            if not below:
+                raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
+            child = found[index] = buckets.Shape(0, entry.oid)
+            stack.append((child, below, level + 1, (prefix << buckets.BUCKET_BITS) | index))
+        return found
+
+    def _leaf_entries(self, oid: str) -> list[tuple[str, str]]:
+        """The memory entries of a leaf tree already read (and checked) by :meth:`load_dir`."""
+        return [(e.name, e.oid) for e in self.repo.read_tree(oid) if e.mode == TREE_MODE]
 
     def _remember(self, key: tuple[str, MemoryPath], loaded: _Loaded) -> None:
         self._dirs.put(key, loaded, len(loaded.nodes) + 1)
@@ -218,42 +252,40 @@ class TreeCodec:
                 raw = self.keys.seal_name(name, parent, node.kind)
             return raw
 
-        serial = None if base is None else base[0].serial
-        if base is None or serial is None:
+        if base is None:
             names = {name: seal(name, node) for name, node in nodes.items()}
-            pairs = sorted(_serialized(raw, nodes[name].oid) for name, raw in names.items())
-            serial = _Serial([key for key, _ in pairs], [entry for _, entry in pairs])
+            shape = buckets.build(
+                buckets.serialized(raw, nodes[name].oid) for name, raw in names.items()
+            )
         else:
-            # Splice the base's serialization: git's order is the order of the keys.
+            # Edit the base's shape: only the buckets holding touched names are rewritten.
             loaded, touched = base
-            loaded.serial = None  # handed on to the new version (one copy per directory)
             names = dict(loaded.sealed)
-            serial = _Serial(list(serial.keys), list(serial.entries))
+            removed: list[str] = []
+            added: list[tuple[str, str]] = []
             for name in touched:
                 old = names.pop(name, None)
                 if old is not None:
-                    at = bisect_left(serial.keys, old.encode("utf-8") + b"/")
-                    del serial.keys[at], serial.entries[at]
+                    removed.append(old)
                 node = nodes.get(name)
                 if node is not None:
                     names[name] = raw = seal(name, node)
-                    key, entry = _serialized(raw, node.oid)
-                    at = bisect_left(serial.keys, key)
-                    serial.keys.insert(at, key)
-                    serial.entries.insert(at, entry)
-        parts = serial.entries
+                    added.append((raw, node.oid))
+            shape = buckets.edit(loaded.shape, removed, added, self._leaf_entries)
         meta = self.meta_blob if path.is_root else None
+        stamp = None
         if meta is not None:
-            at = bisect_left(serial.keys, META_ENTRY.encode())
-            stamp = b"%o %s\0%s" % (BLOB_MODE, META_ENTRY.encode(), bytes.fromhex(meta))
-            parts = [*parts[:at], stamp, *parts[at:]]
-        oid = self.repo.write_raw_tree(b"".join(parts))
+            key = META_ENTRY.encode()
+            stamp = (key, b"%o %s\0%s" % (BLOB_MODE, key, bytes.fromhex(meta)))
+        oid = buckets.store(shape, self.repo.write_raw_tree, stamp)
+        if shape.buckets is not None:
+            self.wrote_split = True
         if meta is not None:
             self._stamped = (oid, meta)
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        self._remember((oid, path), _Loaded(nodes, names, fold_index, serial))
+        self._remember((oid, path), _Loaded(nodes, names, shape, fold_index))
         return oid
 
     def stamp_root(self, oid: str) -> str:

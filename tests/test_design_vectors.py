@@ -163,7 +163,8 @@ class Reader:
             meta["store_id"],
             meta["key_check"],
         )
-        assert meta["gitmem"] == "store" and meta["format"] == 2
+        # Format 4 (split directories) without key slots reads as format 2 does.
+        assert meta["gitmem"] == "store" and meta["format"] in (2, 4) and "slots" not in meta
         store_id = bytes.fromhex(meta["store_id"])
         master = decode_key_text(key_text)
         keys = {
@@ -209,17 +210,54 @@ class Reader:
     def head(self) -> pygit2.Commit:
         return commit_of(self.repo, self.repo.references[BRANCH].target)
 
-    def read_dir(self, tree_id: pygit2.Oid, parent: str) -> dict[str, tuple[str, pygit2.Oid]]:
+    def read_dir(
+        self, tree_id: pygit2.Oid, parent: str, threshold: int | None = None
+    ) -> dict[str, tuple[str, pygit2.Oid]]:
+        """A directory's entries, flat or split (format 4); with ``threshold``, its shape must
+        also be the one writers produce."""
         out: dict[str, tuple[str, pygit2.Oid]] = {}
+        self._read_level(tree_id, parent, 0, 0, out, threshold)
+        return out
+
+    def _read_level(
+        self,
+        tree_id: pygit2.Oid,
+        parent: str,
+        level: int,
+        prefix: int,
+        out: dict[str, tuple[str, pygit2.Oid]],
+        threshold: int | None,
+    ) -> int:
+        entries = []
         for entry in tree_of(self.repo, tree_id):
-            if parent == ROOT and entry.name == META_ENTRY:
+            if level == 0 and parent == ROOT and entry.name == META_ENTRY:
                 assert entry.filemode == BLOB_MODE
                 continue
+            entries.append(entry)
+        if entries and str(entries[0].name).startswith("b"):
+            # Buckets b00-b3f, non-empty, at most 4 levels down.
+            assert level < 4
+            count = 0
+            for entry in entries:
+                name = str(entry.name)
+                assert len(name) == 3 and name[0] == "b" and entry.filemode == DIR_MODE
+                assert name[1:] == f"{int(name[1:], 16):02x}" and int(name[1:], 16) < 64
+                bucket = (prefix << 6) | int(name[1:], 16)
+                below = self._read_level(entry.id, parent, level + 1, bucket, out, threshold)
+                assert below > 0
+                count += below
+            assert threshold is None or count > threshold
+            return count
+        for entry in entries:
             assert entry.filemode == DIR_MODE
             name, kind = self.open_name(str(entry.name), parent)
             assert kind in ("f", "d") and name not in out
+            # In its bucket: the synthetic IV's first 24 bits start with the buckets' numbers.
+            bits = int.from_bytes(b64url_nopad(str(entry.name)[1:])[1:4], "big")
+            assert bits >> (24 - 6 * level) == prefix
             out[name] = (kind, entry.id)
-        return out
+        assert threshold is None or len(entries) <= threshold or level == 4
+        return len(entries)
 
     def read_file(self, tree_id: pygit2.Oid) -> bytes:
         entries = {str(e.name): e for e in tree_of(self.repo, tree_id)}
@@ -505,6 +543,27 @@ def test_names_headers_and_chunks(made: Made) -> None:
 def test_second_reader_sees_what_gitmem_sees(made: Made) -> None:
     reader = Reader.open(made.path, made.key)
     assert reader.files(reader.head().tree_id) == FILES_AFTER == made.store.files()
+
+
+def test_split_directories_read_as_the_design_says(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gitmem.buckets, "SPLIT_THRESHOLD", 3)  # the shapes of 256, smaller
+    path = tmp_path / "store.git"
+    store = gitmem.MemoryStore.open(path, key, create=True, state_dir=tmp_path / "state")
+    for i in range(40):
+        store.create(gitmem.parse_path(f"/memories/r{i}.md"), f"{i}\n")
+        store.create(gitmem.parse_path(f"/memories/d/n{i}.md"), f"n{i}\n")
+    for i in range(0, 40, 3):
+        store.delete(gitmem.parse_path(f"/memories/d/n{i}.md"))
+    reader = Reader.open(path, key)
+    tree = reader.head().tree_id
+    assert reader.files(tree) == store.files()
+    root = reader.read_dir(tree, ROOT, threshold=3)
+    assert len(root) == 41
+    assert len(reader.read_dir(root["d"][1], "/memories/d", threshold=3)) == 26
+    meta = json.loads(blob_of(reader.repo, reader.repo.references[META_REF].target))
+    assert meta["format"] == 4
 
 
 def test_high_water_mark_file(made: Made) -> None:

@@ -19,7 +19,19 @@ DESIGN = PACKAGE.parent / "docs" / "design.md"
 LAYERS: list[set[str]] = [
     {"_version", "errors"},
     {"crypto"},  # below format: the format's key slots carry Argon2id parameters
-    {"fsutil", "paths", "textops", "secrets", "format", "workers", "chunking", "cache", "wal"},
+    # buckets: the shape of split directories (format 4), below tree, which reads and writes it
+    {
+        "fsutil",
+        "paths",
+        "textops",
+        "secrets",
+        "format",
+        "workers",
+        "chunking",
+        "cache",
+        "wal",
+        "buckets",
+    },
     {"pack"},
     {"gitrepo", "keysource", "highwater"},
     {"tree", "replica", "keyslots"},
