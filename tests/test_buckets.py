@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,8 @@ from gitmem.crypto import KdfParams
 from gitmem.errors import FormatVersionError, IntegrityError, InvalidPath, PathExists
 from gitmem.gitrepo import BLOB_MODE, META_REF, TREE_MODE, TreeEntry
 from gitmem.paths import MemoryPath, parse
-from gitmem.tree import TreeCodec
+from gitmem.store import Change
+from gitmem.tree import TreeCodec, TreeEditor
 
 FAST = KdfParams(64, 1, 1)
 T = 4
@@ -118,6 +119,30 @@ def test_the_root_splits_and_a_fresh_reader_checks_every_bucket(repo_path: Path,
     loaded = reader.load_dir(store.snapshot().root or "", MemoryPath(()))
     assert len(loaded.nodes) == 40
     assert store.read_text("/memories/r7.md") == "7"
+
+
+def test_the_real_threshold(repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", 256)
+    store = MemoryStore.open(repo_path, key, create=True)
+
+    def put(names: range) -> Callable[[object, TreeEditor], Change[None]]:
+        def edit(_: object, tree: TreeEditor) -> Change[None]:
+            for i in names:
+                tree.put_file(parse(f"/memories/big/n{i}.md"), b"x")
+            return Change(("/memories/big",), None)
+
+        return edit
+
+    store.write("seed", put(range(256)))
+    assert depth(store, node_at(store, "/memories/big")) == 0
+    store.write("seed", put(range(256, 300)))
+    oid = node_at(store, "/memories/big")
+    assert depth(store, oid) == 1 and oid == fresh_id(store, "/memories/big")
+    for i in range(44):
+        store.delete(f"/memories/big/n{i}.md")
+    oid = node_at(store, "/memories/big")
+    assert depth(store, oid) == 0 and oid == fresh_id(store, "/memories/big")
+    assert len(MemoryStore.open(repo_path, key).files()) == 256
 
 
 # -- hostile trees ------------------------------------------------------------------------------
@@ -335,3 +360,29 @@ def test_a_format_3_replica_pulling_a_split_head_becomes_format_4(tmp_path: Path
     assert meta(second)["format"] == 4 and len(second.files()) == 11
     second.create("/memories/after.md", "y\n")
     assert second.verify().ok
+
+
+def test_a_split_replica_merging_one_that_added_key_slots_keeps_both(
+    tmp_path: Path, key: str
+) -> None:
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(origin)], check=True)
+    first = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "state-a")
+    first.create("/memories/base.md", "base\n")
+    first.add_remote("origin", str(origin))
+    first.push()
+    second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "state-b")
+    for i in range(10):
+        first.create(f"/memories/d/a{i}.md", f"a{i}\n")
+    second.add_key(passphrase="pw", label="pw", kdf=FAST)
+    second.create("/memories/e/b.md", "b\n")
+    assert meta(first)["format"] == 4 and "slots" not in meta(first)
+    assert meta(second)["format"] == 3
+    assert first.sync().action == "pushed"
+    assert second.sync().action == "merged+pushed"
+    body = meta(second)
+    assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
+    assert first.sync().action == "fast-forward"
+    assert meta(first) == body
+    assert len(MemoryStore.open(tmp_path / "a.git", passphrase="pw").files()) == 12
+    assert first.verify().ok and second.verify().ok
