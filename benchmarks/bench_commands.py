@@ -7,6 +7,9 @@
     python benchmarks/bench_commands.py --grown 10000     # also on a store of 10,000 files
                                                           # and 10,000 more commits
     python benchmarks/bench_commands.py --grown-flat 10000   # 10,000 files in /memories itself
+    python benchmarks/bench_commands.py --grown 10000 --long 1000 --warmup 200
+                                       # and a long run of writes on the small and grown stores:
+                                       # steady-state medians, mean, p99 and max, as ratios
 
 Both tools run in this process, through ``tool.call`` (input validation included), on the same
 small memory: a dozen notes of about 1 KiB in a few directories. Each command is timed on its
@@ -29,11 +32,12 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,7 @@ from anthropic.lib.tools import BetaAbstractMemoryTool
 from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
 
 import gitmem
+import gitmem.gitrepo
 from gitmem.fsutil import fsync_dir
 from gitmem.store import Change
 from gitmem.tree import TreeEditor
@@ -209,6 +214,165 @@ def grow(path: Path, key: str, files: int, edits: int, *, flat: bool = False) ->
     repo.finish()
 
 
+def long_call(i: int) -> dict[str, Any]:
+    """Write ``i`` of the long run: create, str_replace, insert, rename, delete in turn, so the
+    directories it writes stay small and only the store around them differs."""
+    k = i // len(WRITES)
+    command = WRITES[i % len(WRITES)]
+    if command == "create":
+        return {"command": "create", "path": f"/memories/run/c{k}.md", "file_text": note(k)}
+    if command == "str_replace":
+        old, new = f"counter: {k}\n", f"counter: {k + 1}\n"
+        return {
+            "command": "str_replace",
+            "path": "/memories/run.md",
+            "old_str": old,
+            "new_str": new,
+        }
+    if command == "insert":
+        text = f"entry {k}: a session finished a step"
+        return {
+            "command": "insert",
+            "path": "/memories/run-log.md",
+            "insert_line": 0,
+            "insert_text": text,
+        }
+    if command == "rename":
+        return {
+            "command": "rename",
+            "old_path": f"/memories/run/c{k}.md",
+            "new_path": f"/memories/run-done/c{k}.md",
+        }
+    return {"command": "delete", "path": f"/memories/run-done/c{k}.md"}
+
+
+# Checkpoints and maintenance calls seen during the long run, by repository path.
+EVENTS: dict[str, dict[str, int]] = {}
+
+
+def count_events() -> None:
+    """Count each repository's checkpoints and maintenance runs (any gitmem version)."""
+    repo_class = gitmem.gitrepo.GitRepo
+    for method in ("_checkpoint", "maintain"):
+        original = getattr(repo_class, method, None)
+        if original is None:
+            continue
+
+        def counting(
+            self: Any, *args: Any, _original: Any = original, _name: str = method, **kwargs: Any
+        ) -> Any:
+            seen = EVENTS.setdefault(str(self.path), {})
+            seen[_name] = seen.get(_name, 0) + 1
+            return _original(self, *args, **kwargs)
+
+        setattr(repo_class, method, counting)
+
+
+def long_run(
+    tools: Mapping[str, BetaAbstractMemoryTool], writes: int, warmup: int
+) -> dict[str, dict[str, list[float]]]:
+    """Wall-clock and CPU seconds of each of ``writes`` writes after ``warmup`` untimed ones,
+    the tools' calls interleaved (which goes first alternates)."""
+    for tool in tools.values():
+        tool.call({"command": "create", "path": "/memories/run.md", "file_text": note(0)})
+        tool.call({"command": "create", "path": "/memories/run-log.md", "file_text": "start\n"})
+    out: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in tools}
+    order = list(tools)
+    for i in range(warmup + writes):
+        for name in order if i % 2 else reversed(order):
+            elapsed, cpu = timed(tools[name], long_call(i))
+            if i >= warmup:
+                out[name]["wall"].append(elapsed)
+                out[name]["cpu"].append(cpu)
+    return out
+
+
+def tail_summary(samples: list[float]) -> dict[str, float]:
+    """Median, mean, 99th percentile and maximum, in milliseconds."""
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+    return {
+        "median": statistics.median(ordered) * 1e3,
+        "mean": statistics.fmean(ordered) * 1e3,
+        "p99": p99 * 1e3,
+        "max": ordered[-1] * 1e3,
+    }
+
+
+def cached_key(cache: Path, key: str) -> str:
+    """The key of the grown stores kept in ``cache`` (``key`` if there are none yet)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    saved = cache / "key"
+    if saved.exists():
+        return saved.read_text().strip()
+    saved.write_text(key)
+    saved.chmod(0o600)
+    return key
+
+
+def built_store(path: Path, key: str, count: int, flat: bool, cache: Path | None) -> None:
+    """A grown store at ``path``: built, or copied from ``cache`` where one was kept."""
+    kept = None if cache is None else cache / f"{'flat' if flat else 'dirs'}-{count}.git"
+    if kept is not None and kept.exists():
+        shutil.copytree(kept, path, symlinks=True)
+        return
+    grow(path, key, count, count, flat=flat)
+    if kept is not None:
+        shutil.copytree(path, kept, symlinks=True)
+
+
+def report_long(
+    results: dict[str, dict[str, list[float]]],
+    events: dict[str, dict[str, int]],
+    args: argparse.Namespace,
+) -> None:
+    """Print (or dump as JSON) the long run: each store's figures and the grown stores' ratios
+    over the small store's."""
+    table = {
+        name: {clock: tail_summary(samples) for clock, samples in clocks.items()}
+        for name, clocks in results.items()
+    }
+    ratios = {
+        name: {
+            clock: {stat: value / table["gitmem"][clock][stat] for stat, value in figures.items()}
+            for clock, figures in clocks.items()
+        }
+        for name, clocks in table.items()
+        if name != "gitmem"
+    }
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "long": args.long,
+                    "warmup": args.warmup,
+                    "stores": table,
+                    "ratios": ratios,
+                    "events": events,
+                }
+            )
+        )
+        return
+    print(
+        f"long run: {args.long} writes after {args.warmup} untimed "
+        "(create, str_replace, insert, rename, delete in turn); milliseconds"
+    )
+    print(f"{'store':<20} {'clock':<5} {'median':>8} {'mean':>8} {'p99':>8} {'max':>8}  events")
+    for name, clocks in table.items():
+        seen = ", ".join(f"{k} {v}" for k, v in sorted(events.get(name, {}).items()))
+        for clock, f in clocks.items():
+            print(
+                f"{name:<20} {clock:<5} {f['median']:>8.3f} {f['mean']:>8.3f} {f['p99']:>8.3f} "
+                f"{f['max']:>8.2f}  {seen if clock == 'wall' else ''}"
+            )
+    for name, clocks in ratios.items():
+        for clock, r in clocks.items():
+            print(
+                f"{name} / small store ({clock}): median {r['median']:.2f}x, "
+                f"mean {r['mean']:.2f}x, p99 {r['p99']:.2f}x, max {r['max']:.2f}x"
+            )
+
+
 def grown_path(i: int, flat: bool) -> str:
     """The path of the grown store's note ``i``."""
     return f"/memories/f{i}.md" if flat else f"/memories/g{i % 100:02d}/f{i}.md"
@@ -263,9 +427,24 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also a store of N files in /memories itself + N edits (100 per commit)",
     )
+    parser.add_argument(
+        "--long",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N writes in a row on a fresh small store and on each grown store",
+    )
+    parser.add_argument("--warmup", type=int, default=200, help="untimed writes before --long's")
+    parser.add_argument(
+        "--grown-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the grown stores built in DIR and copy them from there next time",
+    )
     args = parser.parse_args(argv)
-    if args.ops < 2:
-        parser.error("--ops must be at least 2")
+    if args.ops < 2 and not (args.ops == 0 and args.long):
+        parser.error("--ops must be at least 2 (or 0 with --long: the long run alone)")
     variants = {"grown": (args.grown, False), "grown flat": (args.grown_flat, True)}
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-", dir=args.dir) as tmp:
         base = Path(tmp)
@@ -274,15 +453,39 @@ def main(argv: list[str] | None = None) -> int:
         git = gitmem.GitMemoryTool(base / "store.git", key=key, session="bench")
         reference = DurableReference(base_path=str(base / "reference"))
         tools: dict[str, BetaAbstractMemoryTool] = {"gitmem": git, "reference": reference}
+        if args.grown_cache is not None:
+            key = cached_key(args.grown_cache, key)
+        long_tools: dict[str, gitmem.GitMemoryTool] = {}
+        if args.long:
+            long_tools["gitmem"] = gitmem.GitMemoryTool(base / "long.git", key=key)
         for name, (count, flat) in variants.items():
             if not count:
                 continue
-            grow(base / f"{name}.git", key, count, count, flat=flat)
+            built_store(base / f"{name}.git", key, count, flat, args.grown_cache)
+            if args.long:
+                shutil.copytree(base / f"{name}.git", base / f"{name}-long.git", symlinks=True)
+                long_tools[f"gitmem {name}"] = gitmem.GitMemoryTool(
+                    base / f"{name}-long.git", key=key
+                )
+            if not args.ops:
+                continue
             grow_reference(base / f"{name}-reference", count, flat=flat)
             tools[f"gitmem {name}"] = gitmem.GitMemoryTool(base / f"{name}.git", key=key)
             tools[f"reference {name}"] = DurableReference(base_path=str(base / f"{name}-reference"))
-        results = measure(tools, args.ops)
+        results = measure(tools, args.ops) if args.ops else {}
+        if args.long:
+            count_events()
+            long_results = long_run(long_tools, args.long, args.warmup)
+            events = {
+                name: EVENTS.get(str(tool.store.repo.path), {})
+                for name, tool in long_tools.items()
+                if isinstance(tool, gitmem.GitMemoryTool)
+            }
         fs_type = filesystem(base)
+    if args.long:
+        report_long(long_results, events, args)
+    if not args.ops:
+        return 0
     table = {
         name: {
             "gitmem": summary(results["gitmem"][name]),

@@ -542,6 +542,9 @@ def _drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool
     if maintain:
         os.environ.pop("GITMEM_GC_AUTO", None)
         gitrepo.AUTO_CHECK_EVERY, gitrepo.AUTO_PACK_LOOSE, gitrepo.AUTO_PACK_LIMIT = 1, 8, 2
+        # Merges of a few KB a checkpoint: most take two or three, so the states between a
+        # merge's steps, and after its pack is published and its sources removed, are checked.
+        gitrepo.AUTO_MERGE_STEP, gitrepo.AUTO_MERGE_FACTOR = 3000, 0
         gitrepo._loose_estimate = lambda objects: len(gitrepo._loose_objects(objects))
 
     store = MemoryStore.open(root / STORE, key, state_dir=root / STATE)

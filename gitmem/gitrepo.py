@@ -66,7 +66,7 @@ from .fsutil import (
     write_all,
 )
 from .pack import TMP_PREFIX as PACK_TMP_PREFIX
-from .pack import write_pack, zlib_stored
+from .pack import PackMerge, write_pack, zlib_stored
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
 # syncfs(2) exists, libgit2 writes without fsync: a write costs one fdatasync of the redo log
@@ -692,13 +692,15 @@ class GitRepo:
         self.sync()
         return None
 
-    def _auto_maintain(self) -> None:
+    def _auto_maintain(self, written: int = 0) -> None:
+        """Maintenance after a checkpoint that packed ``written`` bytes (or a write that was
+        not logged), its pack merges bounded (see :data:`AUTO_MERGE_STEP`)."""
         if os.environ.get("GITMEM_GC_AUTO") == "0":
             return  # turned off, as git's gc.auto=0 does
         # The write is durable already: a failure here (a full disk) must not fail it; the next
         # write tries again, and so does `gitmem gc`.
         with contextlib.suppress(OSError, pygit2.GitError, GitMemError):
-            self.maintain()
+            self.maintain(budget=max(AUTO_MERGE_STEP, AUTO_MERGE_FACTOR * written))
 
     def _set_ref(self, name: str, new: str, expected: str) -> None:
         """Move a ref through libgit2, which fsyncs it (where syncfs is missing)."""
@@ -1014,7 +1016,8 @@ class GitRepo:
             self._tail = None
         self._written, self._pending_bytes = {}, 0
         if objects and maintain:
-            self._auto_maintain()  # one more pack: enough of them are merged
+            # One more pack: enough of them are merged, a bounded amount of it each time.
+            self._auto_maintain(sum(len(payload) for _, payload in objects.values()))
 
     def _clear_log_pending(self) -> None:
         """After a checkpoint's flush (under the writer lock): the repository alone is whole
@@ -1553,6 +1556,9 @@ class GitRepo:
         pack_dir = objects / "pack"
         # What the redo log holds goes into the repository first: gc walks and packs it.
         self._publish_or_fail(clear=True, maintain=False)
+        job = _MERGES.pop(str(self.path), None)
+        if job is not None:
+            job.abandon()  # gc packs everything: a merge under way would only copy it again
         report = GcReport(bytes_before=_tree_bytes(objects))
         for leftover in self.path.glob(_GC_TMP_PREFIX + "*"):
             shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
@@ -1622,15 +1628,16 @@ class GitRepo:
         report.bytes_after = _tree_bytes(objects)
         return report
 
-    def maintain(self) -> MaintenanceReport:
+    def maintain(self, budget: int | None = None) -> MaintenanceReport:
         """Pack loose objects and merge small packs when there are enough of them, like
         ``git gc --auto`` (design.md, "Maintenance"). The caller holds the writer lock.
 
-        Bounded: it packs at most the loose objects of the last few hundred writes, and merges
-        packs geometrically (each pack merged is smaller than half the pack above it), so the
-        work it does is proportional to what was written since the last time, amortized.
-        Nothing is pruned: unreferenced objects are packed like the others and left to
-        :meth:`gc`.
+        Packs are merged geometrically (each pack merged is smaller than half the pack above
+        it), so the work is proportional to what was written since the last time, amortized.
+        With a ``budget``, a merge copies about that many bytes of pack entries and is carried
+        on by the next calls of this process (``MaintenanceReport.deferred``) until it is done;
+        without one it is done at once. Nothing is pruned: unreferenced objects are packed like
+        the others and left to :meth:`gc`.
         """
         report = MaintenanceReport()
         objects = self.path / "objects"
@@ -1648,8 +1655,11 @@ class GitRepo:
                     with contextlib.suppress(OSError):
                         (objects / fanout).rmdir()  # only succeeds when empty
                 report.packed_loose = len(loose)
-        merge = _packs_to_merge(objects / "pack")
+        merged = self._merge_packs(objects / "pack", budget, report)
+        merge = [] if merged else _packs_to_merge(objects / "pack")
         if merge:
+            # Packs PackMerge cannot copy (an index of version 1): their objects read, checked
+            # and written again, at once.
             wanted: dict[str, str] = {}
             for idx in merge:
                 wanted.update(dict.fromkeys(_pack_index_oids(idx), ""))
@@ -1666,6 +1676,43 @@ class GitRepo:
             with contextlib.suppress(AttributeError):
                 del self._local.repo  # reopened on next use, letting go of removed packs
         return report
+
+    def _merge_packs(self, pack_dir: Path, budget: int | None, report: MaintenanceReport) -> bool:
+        """Carry on this process's merge of the repository's packs, or start one when enough
+        packs are due (:func:`_packs_to_merge`), copying about ``budget`` bytes of entries (all
+        of them if None); publish it and remove the packs it merged once it is done. False when
+        there is nothing to merge this way."""
+        key = str(self.path)
+        job = _MERGES.pop(key, None)
+        if job is not None and job.pid != os.getpid():
+            job.abandon()  # the parent's, inherited by fork: its files are not this process's
+            job = None
+        if job is None:
+            sources = _packs_to_merge(pack_dir)
+            if not sources:
+                return False
+            try:
+                job = PackMerge(sources, self.path)
+            except ValueError:
+                return False
+        try:
+            if not job.step(_UNBOUNDED if budget is None else budget):
+                _MERGES[key] = job
+                report.deferred = True
+                return True
+            new_idx = job.finish(pack_dir)
+        except BaseException:
+            job.abandon()
+            raise
+        # The new pack is durable and holds every object of the merged ones (a pack that another
+        # process merged or gc removed meanwhile was read through the file kept open).
+        with contextlib.suppress(FileNotFoundError):
+            (pack_dir / "multi-pack-index").unlink()
+        for idx in job.sources:
+            if idx != new_idx:
+                _remove_pack(idx)
+        report.merged_packs = len(job.sources)
+        return True
 
     def _write_pack(self, objects: Iterable[str], pack_dir: Path) -> Path:
         """Write one pack of ``objects`` (ids) durably into ``pack_dir``; return its index path.
@@ -1900,6 +1947,41 @@ AUTO_PACK_LOOSE = 64
 AUTO_PACK_LIMIT = 8
 # How often (one write in this many) a write checks whether maintenance is due.
 AUTO_CHECK_EVERY = 8
+# A merge of packs copies at least this many bytes of pack entries per checkpoint (or unlogged
+# write) that looks at maintenance, and at least AUTO_MERGE_FACTOR times what the checkpoint
+# packed, then goes on at the next: no write waits for a merge of the whole history, and
+# merging keeps up with writing (each byte is merged about log2(store / checkpoint) times).
+AUTO_MERGE_STEP = 1 << 20
+AUTO_MERGE_FACTOR = 8
+_UNBOUNDED = 1 << 62
+# This process's pack merge under way, by repository path (GitRepo._merge_packs).
+_MERGES: dict[str, PackMerge] = {}
+
+
+@atexit.register
+def _finish_merges() -> None:
+    """At interpreter exit (after publishing, which may have stepped a merge): finish each merge
+    this process has under way, under the writer lock (waited for at most
+    :data:`EXIT_LOCK_SECONDS`), so that a process that writes once (a CLI command) still merges
+    packs, after its write was acknowledged; best effort, never raises. A merge that cannot be
+    finished is dropped, its temporary files removed: its packs stay as they were."""
+    pid = os.getpid()
+    for path, job in list(_MERGES.items()):
+        if job.pid != pid:
+            continue  # a forked child's copy of its parent's merge: the parent's files
+        try:
+            repo = GitRepo(path)
+            with repo.write_lock(EXIT_LOCK_SECONDS):
+                repo.maintain()
+        except Exception:  # an exit handler must not fail the exit
+            _log.warning("gitmem: a merge of the packs of %s was left undone at exit", path)
+        finally:
+            left = _MERGES.pop(path, None)
+            if left is not None:
+                with contextlib.suppress(OSError):
+                    left.abandon()
+
+
 _HEX_NAMES = frozenset(f"{i:02x}" for i in range(256))
 
 
@@ -1909,6 +1991,8 @@ class MaintenanceReport:
 
     packed_loose: int = 0
     merged_packs: int = 0
+    # True when a merge was carried on but not finished: the next call goes on with it.
+    deferred: bool = False
 
 
 def _loose_estimate(objects: Path) -> int:

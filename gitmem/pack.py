@@ -128,26 +128,225 @@ def write_pack(objects: Iterable[PackObject], pack_dir: Path, work_dir: Path) ->
         pack_path, entries, checksum = _write_pack_file(
             itertools.chain((first,), stream), tmp / "pack"
         )
-        idx_path = tmp / "idx"
-        _write_file(idx_path, _index_bytes(entries, checksum))
-        fsync_file(pack_path)  # the pack's data and the index's before either name is published
-        fsync_file(idx_path)
-        made = [d for d in (pack_dir, *pack_dir.parents) if not d.is_dir()]
-        make_private_dirs(pack_dir)
-        target = pack_dir / f"pack-{checksum.hex()}.idx"
-        os.replace(pack_path, target.with_suffix(".pack"))
-        os.replace(idx_path, target)
-        # Both directories of the renames: only then are the new names durable whatever the
-        # file system (ext4 alone orders a rename after its source's data), and a caller may
-        # remove the loose objects the pack now holds. And the parent of each directory made
-        # here, which holds its name.
-        fsync_dir(tmp)
-        fsync_dir(pack_dir)
-        for directory in made:
-            fsync_dir(directory.parent)
-        return target
+        return _publish(tmp, pack_path, entries, checksum, pack_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _publish(
+    tmp: Path,
+    pack_path: Path,
+    entries: list[tuple[bytes, int, int]],
+    checksum: bytes,
+    pack_dir: Path,
+) -> Path:
+    """Write the index of the finished pack at ``pack_path`` (in ``tmp``) and publish both
+    durably in ``pack_dir``; return the index's path there."""
+    idx_path = tmp / "idx"
+    _write_file(idx_path, _index_bytes(entries, checksum))
+    fsync_file(pack_path)  # the pack's data and the index's before either name is published
+    fsync_file(idx_path)
+    made = [d for d in (pack_dir, *pack_dir.parents) if not d.is_dir()]
+    make_private_dirs(pack_dir)
+    target = pack_dir / f"pack-{checksum.hex()}.idx"
+    os.replace(pack_path, target.with_suffix(".pack"))
+    os.replace(idx_path, target)
+    # Both directories of the renames: only then are the new names durable whatever the
+    # file system (ext4 alone orders a rename after its source's data), and a caller may
+    # remove the loose objects the pack now holds. And the parent of each directory made
+    # here, which holds its name.
+    fsync_dir(tmp)
+    fsync_dir(pack_dir)
+    for directory in made:
+        fsync_dir(directory.parent)
+    return target
+
+
+def read_index(idx: Path) -> tuple[list[bytes], tuple[int, ...], tuple[int, ...]]:
+    """The entries of a version-2 pack index, in its (id) order: their ids, CRC-32s and pack
+    offsets; ``ValueError`` for an index of another version or a damaged one."""
+    data = idx.read_bytes()
+    if data[:8] != _IDX_MAGIC + struct.pack(">I", 2) or len(data) < 8 + 1024 + 40:
+        raise ValueError(f"{idx.name} is not a version-2 pack index")
+    (count,) = struct.unpack_from(">I", data, 8 + 255 * 4)
+    ids = 8 + 1024
+    crcs = ids + 20 * count
+    offsets = crcs + 4 * count
+    large = offsets + 4 * count
+    if len(data) < large + 40:
+        raise ValueError(f"{idx.name} is truncated")
+    small: tuple[int, ...] = struct.unpack_from(f">{count}I", data, offsets)
+    if any(offset & 0x80000000 for offset in small):
+        small = tuple(
+            struct.unpack_from(">Q", data, large + 8 * (o & 0x7FFFFFFF))[0] if o & 0x80000000 else o
+            for o in small
+        )
+    oids = [data[at : at + 20] for at in range(ids, ids + 20 * count, 20)]
+    return oids, struct.unpack_from(f">{count}I", data, crcs), small
+
+
+ENTRY_COST = 256
+"""What copying one pack entry counts for against a merge step's budget, in bytes, at least:
+the work per entry (a read, a CRC, a header) weighs more than its bytes when it is small."""
+
+
+class _Source:
+    """A pack being merged: its file, kept open, and its entries in pack order (parallel lists
+    of ints and bytes, which the cyclic garbage collector does not track: a tuple per entry
+    made a large merge trigger full collections of a large process's heap)."""
+
+    def __init__(self, idx: Path) -> None:
+        oids, crcs, offsets = read_index(idx)
+        self.fd = os.open(idx.with_suffix(".pack"), os.O_RDONLY | os.O_CLOEXEC)
+        order = sorted(range(len(oids)), key=offsets.__getitem__)
+        self.offsets = [offsets[i] for i in order]
+        self.oids = [oids[i] for i in order]
+        self.crcs = [crcs[i] for i in order]
+        # Each entry runs to the next one, the last to the pack's trailing checksum.
+        self.stops = self.offsets[1:]
+        self.stops.append(os.fstat(self.fd).st_size - 20)
+        self.by_offset = dict(zip(self.offsets, self.oids, strict=True))
+        self._window = b""
+        self._window_at = 0
+
+    def read(self, start: int, stop: int) -> bytes:
+        """The pack's bytes from ``start`` to ``stop``, read ahead :data:`_BUFFER` at a time
+        (entries are copied in pack order: one ``pread`` serves many small ones)."""
+        at = start - self._window_at
+        if at < 0 or stop - self._window_at > len(self._window):
+            self._window = os.pread(self.fd, max(_BUFFER, stop - start), start)
+            self._window_at, at = start, 0
+        return self._window[at : at + stop - start]
+
+
+class PackMerge:
+    """One pack holding every object of ``sources`` (their ``.idx`` paths), made by copying
+    each entry as it is stored (whole or a delta, compressed), a bounded number of bytes at a
+    time: :meth:`step` until it returns True, then :meth:`finish`, or :meth:`abandon`.
+
+    Nothing is inflated, deflated or searched for deltas: an entry is checked against the
+    CRC-32 its source index holds and copied, an offset delta's distance to its base rewritten
+    (its base, earlier in the same source, is earlier in the new pack too). The source packs
+    stay open from the start, so one removed meanwhile (by another process's merge, or gc) is
+    still read. The new pack is written in a temporary directory in ``work_dir`` and published
+    as :func:`write_pack` publishes. ``ValueError`` when a source cannot be read this way (an
+    index of version 1, a damaged entry): the caller merges those another way.
+    """
+
+    def __init__(self, sources: Iterable[Path], work_dir: Path) -> None:
+        self.sources = list(sources)
+        self.pid = os.getpid()
+        self._packs: list[_Source] = []
+        self._tmp: Path | None = None
+        self._fd = -1
+        try:
+            ids: set[bytes] = set()
+            for idx in self.sources:
+                self._packs.append(_Source(idx))
+                ids.update(self._packs[-1].oids)
+            self._tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=work_dir))
+            self._fd = os.open(self._tmp / "pack", NEW_FILE_FLAGS, PACK_FILE_MODE)
+        except BaseException:
+            self.abandon()
+            raise
+        self._count = len(ids)
+        head = b"PACK" + struct.pack(">II", 2, self._count)
+        self._digest = hashlib.sha1()
+        self._parts = [head]
+        self._pending = self._offset = len(head)
+        self._written: dict[bytes, int] = {}
+        self._ids: list[bytes] = []
+        self._crcs: list[int] = []
+        self._offsets: list[int] = []
+        self._cursor = (0, 0)
+
+    @property
+    def total(self) -> int:
+        """The bytes of entries of every source (an object in two sources counted twice)."""
+        return sum(source.stops[-1] - source.offsets[0] for source in self._packs if source.oids)
+
+    def step(self, budget: int) -> bool:
+        """Copy entries until at least ``budget`` bytes are copied (each entry counted as at
+        least :data:`ENTRY_COST`) or none are left; True when every entry is in the new
+        pack."""
+        copied = 0
+        pack, at = self._cursor
+        while pack < len(self._packs):
+            source = self._packs[pack]
+            while at < len(source.oids):
+                if copied >= budget:
+                    self._cursor = (pack, at)
+                    self._flush()
+                    return False
+                oid, offset, stop = source.oids[at], source.offsets[at], source.stops[at]
+                at += 1
+                if oid in self._written:
+                    continue  # also in an earlier source
+                raw = source.read(offset, stop)
+                if len(raw) != stop - offset or zlib.crc32(raw) != source.crcs[at - 1]:
+                    raise ValueError(f"pack entry {oid.hex()} does not match its index's CRC")
+                self._copy(raw, offset, oid, source.by_offset)
+                copied += max(len(raw), ENTRY_COST)
+            pack, at = pack + 1, 0
+        self._cursor = (pack, at)
+        self._flush()
+        return True
+
+    def _copy(self, raw: bytes, offset: int, oid: bytes, by_offset: dict[int, bytes]) -> None:
+        pos = 1
+        while raw[pos - 1] & 0x80:  # the entry header's size continues
+            pos += 1
+        if (raw[0] >> 4) & 7 == _OFS_DELTA:
+            distance = raw[pos] & 0x7F
+            end = pos + 1
+            while raw[end - 1] & 0x80:
+                distance = ((distance + 1) << 7) | (raw[end] & 0x7F)
+                end += 1
+            base = self._written.get(by_offset.get(offset - distance, b""))
+            if base is None:
+                raise ValueError(f"pack entry {oid.hex()} is a delta of no entry before it")
+            raw = raw[:pos] + _ofs_distance(self._offset - base) + raw[end:]
+        self._written[oid] = self._offset
+        self._ids.append(oid)
+        self._crcs.append(zlib.crc32(raw))
+        self._offsets.append(self._offset)
+        self._parts.append(raw)
+        self._offset += len(raw)
+        self._pending += len(raw)
+        if self._pending >= _BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        data = b"".join(self._parts)
+        self._digest.update(data)
+        write_all(self._fd, data)
+        self._parts, self._pending = [], 0
+
+    def finish(self, pack_dir: Path) -> Path:
+        """Publish the new pack (every :meth:`step` done) durably in ``pack_dir``; return its
+        index's path. The sources are left for the caller to remove."""
+        assert self._tmp is not None and self._cursor[0] == len(self._packs)
+        try:
+            if len(self._ids) != self._count:
+                raise ValueError("the merged pack does not hold every object of its sources")
+            checksum = self._digest.digest()
+            write_all(self._fd, checksum)
+            entries = list(zip(self._ids, self._crcs, self._offsets, strict=True))
+            return _publish(self._tmp, self._tmp / "pack", entries, checksum, pack_dir)
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close every file and remove the temporary directory (a published pack stays)."""
+        for source in self._packs:
+            os.close(source.fd)
+        self._packs = []
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._tmp is not None and self.pid == os.getpid():
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
 
 
 def _write_pack_file(

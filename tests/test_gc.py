@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -444,6 +445,113 @@ def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     assert set(fresh.repo.reachable()) <= set().union(
         *(_pack_index_oids(i) for i in packs(repo_path))
     )
+    git_reads_the_packs(repo_path)
+
+
+def test_a_merge_is_spread_over_checkpoints_and_completes(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a small budget a checkpoint (1,500 bytes, or eight times what it packed), a merge of
+    the packs copies about that much at each checkpoint (no write waits for all of it), is
+    carried on by the next ones, keeps up with the writes, and ends with the packs merged,
+    nothing lost and no temporary files left."""
+    from gitmem import pack
+
+    monkeypatch.delenv("GITMEM_GC_AUTO")
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 3)
+    monkeypatch.setattr(gitrepo, "AUTO_MERGE_STEP", 1500)
+    copied: list[tuple[int, int]] = []
+    step = pack.PackMerge.step
+
+    def counted(job: pack.PackMerge, budget: int) -> bool:
+        before = job._offset
+        try:
+            return step(job, budget)
+        finally:
+            copied.append((budget, job._offset - before))
+
+    monkeypatch.setattr(pack.PackMerge, "step", counted)
+    store = filled(repo_path, key, files=3)
+    reports: list[gitrepo.MaintenanceReport] = []
+    maintain = GitRepo.maintain
+
+    def reported(repo: GitRepo, budget: int | None = None) -> gitrepo.MaintenanceReport:
+        assert budget is not None and budget >= 1500
+        reports.append(maintain(repo, budget))
+        return reports[-1]
+
+    monkeypatch.setattr(GitRepo, "maintain", reported)
+    for i in range(30):
+        store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
+        store.checkpoint()
+    assert any(r.deferred for r in reports) and any(r.merged_packs for r in reports)
+    # A step passes its budget by one entry at most: these are a few hundred bytes each.
+    assert copied and all(size < budget + 1000 for budget, size in copied)
+    for i in range(60):  # the last merge started finishes
+        if str(repo_path) not in gitrepo._MERGES:
+            break
+        store.insert(parse_path("/memories/d0/f0.md"), 0, f"more {i}")
+        store.checkpoint()
+    assert str(repo_path) not in gitrepo._MERGES
+    assert len(packs(repo_path)) < 15  # of the 40 or so checkpoints'
+    assert not list(repo_path.glob("gitmem-gc-*"))
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.files() == store.files() and fresh.verify().ok
+    assert set(fresh.repo.reachable()) <= set().union(
+        *(_pack_index_oids(i) for i in packs(repo_path))
+    )
+    git_reads_the_packs(repo_path)
+
+
+def test_a_merge_under_way_is_dropped_by_gc_and_by_a_forked_child(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITMEM_GC_AUTO")
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
+    monkeypatch.setattr(gitrepo, "AUTO_MERGE_STEP", 1)
+    monkeypatch.setattr(gitrepo, "AUTO_MERGE_FACTOR", 0)
+    store = filled(repo_path, key, files=2)
+    for i in range(3):
+        store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
+        store.checkpoint()
+    job = gitrepo._MERGES[str(repo_path)]
+    [tmp] = repo_path.glob("gitmem-gc-*")
+    # A child forked while the merge was under way: it starts its own and leaves the parent's
+    # files alone.
+    monkeypatch.setattr(job, "pid", os.getpid() + 1)
+    store.insert(parse_path("/memories/d0/f0.md"), 0, "in the child")
+    store.checkpoint()
+    assert gitrepo._MERGES[str(repo_path)] is not job and tmp.is_dir()
+    shutil.rmtree(tmp)
+    store.gc(0.0)
+    assert str(repo_path) not in gitrepo._MERGES
+    assert not list(repo_path.glob("gitmem-gc-*")) and len(packs(repo_path)) == 1
+    assert MemoryStore.open(repo_path, key).verify().ok
+
+
+def test_a_process_finishes_its_merge_when_it_exits(repo_path: Path, key: str) -> None:
+    """A process that writes once (as each CLI command does) and exits with a merge under way
+    finishes it at exit, after its write: its packs are merged and nothing temporary is left."""
+    store = filled(repo_path, key, files=2)
+    for i in range(3):
+        store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
+        store.checkpoint()
+    before = len(packs(repo_path))
+    script = (
+        "import sys\n"
+        "from gitmem import MemoryStore, gitrepo, parse_path\n"
+        "gitrepo.AUTO_PACK_LIMIT, gitrepo.AUTO_MERGE_STEP, gitrepo.AUTO_MERGE_FACTOR = 2, 1, 0\n"
+        "store = MemoryStore.open(sys.argv[1], sys.argv[2])\n"
+        "store.create(parse_path('/memories/last.md'), 'last\\n')\n"
+        "store.close()\n"
+        "assert gitrepo._MERGES, 'the merge should still be under way'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GITMEM_GC_AUTO"}
+    subprocess.run([sys.executable, "-c", script, str(repo_path), key], check=True, env=env)
+    assert len(packs(repo_path)) < before
+    assert not list(repo_path.glob("gitmem-gc-*"))
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.files()["/memories/last.md"] == "last\n" and fresh.verify().ok
     git_reads_the_packs(repo_path)
 
 
