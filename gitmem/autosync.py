@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from . import forksafe
 from .errors import RemoteError
 from .store import MemoryStore
 
@@ -28,8 +29,14 @@ class AutoSync:
         self._thread: threading.Thread | None = None
         self._again = False
         self.last_error: Exception | None = None
+        forksafe.reset_in_child(self._after_fork_in_child)
         if policy in ("pull", "push"):
             self.pull_now()
+
+    def _after_fork_in_child(self) -> None:
+        # The push thread is the parent's (it may have held the lock): the child starts its own.
+        self._lock = threading.Lock()
+        self._thread, self._again = None, False
 
     def pull_now(self) -> None:
         """Pull from the remote; an unreachable remote is logged and left for later."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVar
 
+from . import forksafe
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -28,6 +30,13 @@ class BoundedCache(Generic[K, V]):
         self._items: dict[K, tuple[V, int]] = {}
         self._weight = 0
         self._lock = threading.Lock()
+        forksafe.reset_in_child(self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # Another thread of the parent may have held the lock mid-change: a fresh lock, and
+        # nothing kept that it may have left half done (it is only a cache).
+        self._lock = threading.Lock()
+        self._items, self._weight = {}, 0
 
     def get(self, key: K) -> V | None:
         """The value cached under ``key`` (now the most recently used), or None."""

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import NamedTuple
 
+from . import forksafe
+
 # A boundary decision looks at the 16 bytes ending at the candidate position.
 WINDOW = 16
 _GEAR_INFO = b"gitmem/v1/chunker/gear-table"
@@ -329,6 +331,13 @@ class Chunker:
         self.tables = gear_tables(seed)
         self._recent: list[_Known] = []
         self._lock = threading.Lock()
+        forksafe.reset_in_child(self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # A fresh lock (another thread of the parent may have held it), and no remembered
+        # file: that thread may have left the list half changed, and the cuts never depend on it.
+        self._lock = threading.Lock()
+        self._recent = []
 
     def split(self, data: bytes) -> list[bytes]:
         """Cut ``data`` into chunks; an empty file has none."""

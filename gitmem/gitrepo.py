@@ -36,7 +36,7 @@ from pygit2.enums import (
     RepositoryOpenFlag,
 )
 
-from . import wal
+from . import forksafe, wal
 from .errors import (
     ConflictError,
     FormatLimitExceeded,
@@ -111,7 +111,6 @@ def _process_tag() -> str:
 
 
 _PROCESS = [_process_tag()]
-os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, _process_tag()))
 # A file whose change time is at least this far in the past when it is checked cannot change
 # again without its times changing: file-system timestamps are coarser than the clock, by up to
 # a scheduler tick where they have sub-second parts (ext4, xfs, btrfs, tmpfs), by up to two
@@ -235,6 +234,14 @@ class GitRepo:
         # Once the log is seen started in this boot it stays so (only a reboot changes the
         # boot id), so a writer stops reading its header at every lock.
         self._this_boot = False
+        forksafe.reset_in_child(self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # Another thread of the parent may have held the lock, halfway through following the
+        # log: a fresh lock, and the log is followed again from its start. The descriptor the
+        # parent opened is left alone: the child opens its own (see _OpenLog.shows).
+        self._view_lock = threading.Lock()
+        self._tail = None
 
     # -- opening --------------------------------------------------------------------------
 
@@ -1862,6 +1869,8 @@ _CONFIG_MAX = 1024 * 1024
 _INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.IGNORECASE | re.MULTILINE)
 _OUTSIDE_CONFIG = (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM, ConfigLevel.PROGRAMDATA)
 _SEARCH_PATH_LOCK = threading.Lock()
+# The outside levels' search paths while an open has them emptied (see _only_repository_config).
+_SAVED_SEARCH_PATHS: list[str] = []
 
 
 @contextlib.contextmanager
@@ -1874,14 +1883,19 @@ def _only_repository_config() -> Iterator[None]:
     so that concurrent opens do not restore each other's empty paths.
     """
     with _SEARCH_PATH_LOCK:
-        saved = [pygit2.settings.search_path[level] for level in _OUTSIDE_CONFIG]
+        _SAVED_SEARCH_PATHS[:] = [pygit2.settings.search_path[level] for level in _OUTSIDE_CONFIG]
         for level in _OUTSIDE_CONFIG:
             pygit2.settings.search_path[level] = ""
         try:
             yield
         finally:
-            for level, path in zip(_OUTSIDE_CONFIG, saved, strict=True):
-                pygit2.settings.search_path[level] = path
+            _restore_search_paths()
+
+
+def _restore_search_paths() -> None:
+    for level, path in zip(_OUTSIDE_CONFIG, _SAVED_SEARCH_PATHS, strict=True):
+        pygit2.settings.search_path[level] = path
+    _SAVED_SEARCH_PATHS.clear()
 
 
 # A loose ref is 41 bytes; libgit2 reads the whole file, and so does this up to here (more is
@@ -2415,6 +2429,23 @@ def publish_logged(lock_timeout: float = EXIT_LOCK_SECONDS) -> list[tuple[str, G
             # Tried once: the exit handler must not try again what the CLI already reported.
             _LOGGED.pop(path, None)
     return failed
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child, which has only the thread that forked: a process tag of its own, and
+    fresh module locks (another thread may have held one at the fork). A flush another thread
+    was running, or waiting for, never ends here: the child's groups start empty. An open that
+    another thread had under way is undone (its search paths put back). ``_LOGGED`` is kept:
+    its entries name the parent, so the child publishes nothing of the parent's at exit."""
+    global _GROUPS, _GROUPS_LOCK, _SEARCH_PATH_LOCK
+    _PROCESS[0] = _process_tag()
+    _GROUPS, _GROUPS_LOCK = {}, threading.Lock()
+    _SEARCH_PATH_LOCK = threading.Lock()
+    if _SAVED_SEARCH_PATHS:
+        _restore_search_paths()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

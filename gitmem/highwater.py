@@ -181,7 +181,7 @@ class HighWater:
             # Into the other slot: torn, it leaves the newer one as it was.
             os.pwrite(fd, _slot_bytes(mark), (1 - newest_slot) * _SLOT)
         finally:
-            os.close(fd)
+            _unlock_and_close(fd)
 
     def _open_for_update(self) -> int | None:
         """The mark file opened for reading and writing (made owner-only if missing), or None
@@ -277,6 +277,16 @@ def _state_lock(directory: Path) -> Iterator[None]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        _unlock_and_close(fd)
+
+
+def _unlock_and_close(fd: int) -> None:
+    """Release an ``flock`` taken on ``fd``, then close it. Closing alone is not enough: a child
+    forked meanwhile (by another thread) holds a copy of the descriptor, which keeps the lock
+    held until the child exits, and the child itself would wait for it forever."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -347,3 +348,33 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["full-disk"]:
         print(json.dumps(full_disk(Path(sys.argv[2]))))
+
+
+def in_forked_child(
+    action: Callable[[], object], timeout: float = 120.0, then: Callable[[], object] = _nothing
+) -> str:
+    """Run ``action`` in a child forked from this process (threads, locks and all), while
+    ``then`` runs here; ``"ok"``, ``"<ErrorClass>: <message>"``, or ``"hung"`` when the child
+    has not answered within ``timeout`` seconds (it is killed then)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            action()
+            out = "ok"
+        except BaseException as exc:  # reported to the parent, whatever it is
+            out = f"{type(exc).__name__}: {exc}"
+        os.write(write_end, out.encode()[:4000])
+        os._exit(0)
+    os.close(write_end)
+    try:
+        then()
+        ready, _, _ = select.select([read_end], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            return "hung"
+        return os.read(read_end, 4096).decode()
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)

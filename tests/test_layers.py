@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
 
 LAYERS: list[set[str]] = [
-    {"_version", "errors"},
+    {"_version", "errors", "forksafe"},
     {"crypto"},  # below format: the format's key slots carry Argon2id parameters
     # buckets: the shape of split directories (format 4), below tree, which reads and writes it
     {

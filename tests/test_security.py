@@ -15,9 +15,7 @@ import hashlib
 import json
 import logging
 import os
-import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +30,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
 from helpers_bomb import bomb, plant
+from helpers_proc import in_forked_child
 from helpers_repo import published
 
 import gitmem
@@ -835,31 +834,6 @@ def test_verify_cli_names_the_failure(
 # -- local tricks: files that would block, reflogs, HEAD ------------------------------------------
 
 
-def _bounded(action: Callable[[], object], timeout: float = 120.0) -> str:
-    """Run ``action`` in a forked child; ``"ok"``, ``"<ErrorClass>: <message>"`` or ``"hung"``."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read_end)
-        try:
-            action()
-            out = "ok"
-        except BaseException as exc:  # reported to the parent, whatever it is
-            out = f"{type(exc).__name__}: {exc}"
-        os.write(write_end, out.encode()[:4000])
-        os._exit(0)
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], timeout)
-        if not ready:
-            os.kill(pid, signal.SIGKILL)
-            return "hung"
-        return os.read(read_end, 4096).decode()
-    finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-
-
 def _fifo(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
@@ -898,7 +872,7 @@ def test_a_fifo_in_the_repository_is_an_error_not_a_hang(
     filled: GitMemoryTool, repo_path: Path, key: str, state: Path, where: str
 ) -> None:
     FIFOS[where](repo_path)
-    outcome = _bounded(lambda: open_store(repo_path, key, state).files())
+    outcome = in_forked_child(lambda: open_store(repo_path, key, state).files())
     assert outcome.startswith("IntegrityError: "), outcome
 
 
@@ -919,7 +893,7 @@ def test_a_fifo_in_place_of_a_file_gitmem_does_not_need_is_replaced(
     filled: GitMemoryTool, repo_path: Path, key: str, state: Path, where: str
 ) -> None:
     STATE_FIFOS[where](state, repo_path, filled.store.store_id)
-    outcome = _bounded(lambda: open_store(repo_path, key, state).files())
+    outcome = in_forked_child(lambda: open_store(repo_path, key, state).files())
     assert outcome == "ok", outcome
 
 
@@ -929,7 +903,7 @@ def test_a_fifo_as_the_key_file_is_refused_without_blocking(
     _fifo(tmp_path / "key")
     os.environ["GITMEM_KEY_FILE"] = str(tmp_path / "key")
     try:
-        outcome = _bounded(lambda: open_store(repo_path, None, state))  # type: ignore[arg-type]
+        outcome = in_forked_child(lambda: open_store(repo_path, None, state))  # type: ignore[arg-type]
     finally:
         del os.environ["GITMEM_KEY_FILE"]
     assert outcome.startswith("KeyMissing: "), outcome

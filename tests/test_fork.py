@@ -1,0 +1,163 @@
+"""A child forked while another thread holds one of gitmem's locks uses the store all the same.
+
+A forked child has only the thread that forked. Each case below has another thread hold one
+lock (or be halfway through a flush) at the moment of the fork; the child then writes and reads
+the store it inherited and opens it afresh, within a bound (a deadlocked child is killed and
+the test fails), and the parent, once its thread lets go, finds its store as it should be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pygit2
+import pytest
+from helpers_proc import in_forked_child
+
+from gitmem import GitMemoryTool, MemoryStore, gitrepo, highwater
+
+Holder = Callable[[MemoryStore], contextlib.AbstractContextManager[Callable[[], None]]]
+
+
+@contextlib.contextmanager
+def _held_by_a_thread(
+    hold: Callable[[threading.Event, threading.Event], None],
+) -> Iterator[Callable[[], None]]:
+    """Run ``hold(held, release)`` on a thread until it has set ``held``; yield the function
+    that sets ``release``; join the thread at the end."""
+    held, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            hold(held, release)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+            held.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    held.wait()
+    try:
+        yield release.set
+    finally:
+        release.set()
+        thread.join()
+    assert not failures, failures
+
+
+def _lock(get: Callable[[MemoryStore], threading.Lock]) -> Holder:
+    def holder(store: MemoryStore) -> contextlib.AbstractContextManager[Callable[[], None]]:
+        def hold(held: threading.Event, release: threading.Event) -> None:
+            with get(store):
+                held.set()
+                release.wait()
+
+        return _held_by_a_thread(hold)
+
+    return holder
+
+
+def _mid_flush(store: MemoryStore) -> contextlib.AbstractContextManager[Callable[[], None]]:
+    """Another writer's flush, shared with this process's writers, under way at the fork."""
+    repo = store.repo
+    group = gitrepo._group_sync(
+        f"log:{repo._log}" if gitrepo._wal_on() else f"dev:{os.stat(repo.path).st_dev}"
+    )
+
+    def hold(held: threading.Event, release: threading.Event) -> None:
+        def flush() -> None:
+            held.set()
+            release.wait()
+
+        group.sync(flush, group.ticket())
+
+    return _held_by_a_thread(hold)
+
+
+def _mid_open(store: MemoryStore) -> contextlib.AbstractContextManager[Callable[[], None]]:
+    """Another thread opening a repository: the lock held, git's search paths emptied."""
+
+    def hold(held: threading.Event, release: threading.Event) -> None:
+        with gitrepo._only_repository_config():
+            held.set()
+            release.wait()
+
+    return _held_by_a_thread(hold)
+
+
+@contextlib.contextmanager
+def _mid_mark(store: MemoryStore) -> Iterator[Callable[[], None]]:
+    """Another thread inside the high-water mark's advance, holding the mark file's flock:
+    a file lock, which the child's copy of the descriptor would keep held."""
+    marks = store.high_water
+    assert marks is not None
+    mark = marks.read()
+    assert mark is not None
+    real = highwater._slot_mark
+    holding: list[threading.Thread] = []
+    held, release = threading.Event(), threading.Event()
+
+    def paused(slot: bytes) -> highwater.Mark | None:
+        if threading.current_thread() in holding:
+            held.set()
+            release.wait()
+        return real(slot)
+
+    thread = threading.Thread(target=marks.advance, args=(mark,))
+    holding.append(thread)
+    highwater._slot_mark = paused  # type: ignore[assignment]
+    try:
+        thread.start()
+        held.wait()
+        yield release.set
+    finally:
+        release.set()
+        thread.join()
+        highwater._slot_mark = real
+
+
+HOLDERS: dict[str, Holder] = {
+    "the redo log reader's lock": _lock(lambda s: s.repo._view_lock),
+    "a shared flush under way": _mid_flush,
+    "the search-path lock, mid-open": _mid_open,
+    "the high-water mark's file lock": _mid_mark,
+    "the directory cache's lock": _lock(lambda s: s.codec._dirs._lock),
+    "the chunker's lock": _lock(lambda s: s.codec.chunker._lock),
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # 3.12+: fork with threads running
+@pytest.mark.parametrize("held", sorted(HOLDERS))
+def test_a_child_forked_while_a_thread_holds_a_lock_uses_the_store(
+    tool: GitMemoryTool, repo_path: Path, key: str, held: str
+) -> None:
+    store = tool.store
+    store.create("/memories/a.md", "one\n")
+    store.create("/memories/d/b.md", "two\n" * 2000)
+    assert store.files()  # caches filled, the log followed
+    search_paths = [pygit2.settings.search_path[level] for level in gitrepo._OUTSIDE_CONFIG]
+
+    def child() -> None:
+        store.create("/memories/child.md", "from the child\n")
+        store.insert("/memories/d/b.md", 0, "head\n")
+        assert store.read_text("/memories/child.md") == "from the child\n"
+        assert store.listing("/memories/d")
+        fresh = MemoryStore.open(repo_path, key)
+        assert fresh.read_text("/memories/d/b.md") == "head\n" + "two\n" * 2000
+        now = [pygit2.settings.search_path[level] for level in gitrepo._OUTSIDE_CONFIG]
+        assert now == search_paths, now
+
+    with HOLDERS[held](store) as release:
+        outcome = in_forked_child(child, timeout=60.0, then=release)
+    assert outcome == "ok", outcome
+    # The parent: its thread let go; it sees the child's writes, writes, and verifies.
+    assert store.read_text("/memories/child.md") == "from the child\n"
+    store.create("/memories/parent.md", "after\n")
+    assert store.files()["/memories/d/b.md"] == "head\n" + "two\n" * 2000
+    assert store.verify().ok
+    assert MemoryStore.open(repo_path, key).read_text("/memories/parent.md") == "after\n"
