@@ -1031,13 +1031,18 @@ class GitRepo:
         again, so git may read it: the extension goes, and the format version is 0 again."""
         config = self._git.config
         if _config_true(config, _EXTENSION_KEY) or _config_int(config, _FORMAT_KEY) != 0:
+            removed = []
 
             def clear(edited: pygit2.Config) -> None:
                 with contextlib.suppress(KeyError):
                     edited.delete_multivar(_EXTENSION_KEY, ".*")
+                    removed.append(True)
                 edited[_FORMAT_KEY] = 0
 
-            self._edit_config(clear)
+            # libgit2 leaves the section header behind: gone too when gitmem's key was all of it.
+            self._edit_config(
+                clear, lambda data: _without_empty_extensions(data) if removed else data
+            )
         self._marked_config = None
         _LOGGED.pop(self._exit_key, None)
         self._logged_by = None
@@ -1057,15 +1062,17 @@ class GitRepo:
         except (OSError, pygit2.GitError):
             return False
 
-    def _edit_config(self, edit: Callable[[pygit2.Config], None]) -> None:
-        """Change the repository's config durably: libgit2 edits a copy, which replaces the
-        config through :func:`atomic_write` (libgit2's own writer renames an unflushed file,
-        so a power loss could leave an empty config, which no one opens)."""
+    def _edit_config(
+        self, edit: Callable[[pygit2.Config], None], tidy: Callable[[bytes], bytes] = bytes
+    ) -> None:
+        """Change the repository's config durably: libgit2 edits a copy, ``tidy`` its bytes,
+        which replace the config through :func:`atomic_write` (libgit2's own writer renames an
+        unflushed file, so a power loss could leave an empty config, which no one opens)."""
         copy = self.path / f"config.gitmem-{_PROCESS[0]}"
         try:
             shutil.copyfile(self.path / "config", copy)
             edit(pygit2.Config(str(copy)))
-            data = copy.read_bytes()
+            data = tidy(copy.read_bytes())
         finally:
             with contextlib.suppress(OSError):
                 copy.unlink()
@@ -1829,6 +1836,29 @@ LOG_WRITE_LIMIT = 256 << 10
 
 _EXTENSION_KEY = f"extensions.{LOG_EXTENSION}"
 _FORMAT_KEY = "core.repositoryformatversion"
+
+
+_EXTENSIONS_HEADER = re.compile(rb"[ \t]*\[extensions\][ \t]*\r?\n?", re.IGNORECASE)
+
+
+def _without_empty_extensions(config: bytes) -> bytes:
+    """``config`` without its ``[extensions]`` sections that hold nothing (blank lines at most:
+    a key, or a comment, keeps its section)."""
+    lines = config.splitlines(keepends=True)
+    kept: list[bytes] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        end = index + 1
+        if _EXTENSIONS_HEADER.fullmatch(line):
+            while end < len(lines) and not lines[end].strip():
+                end += 1
+            if end == len(lines) or lines[end].lstrip().startswith(b"["):
+                index = end  # an empty section: the header and its blank lines go
+                continue
+        kept.append(line)
+        index += 1
+    return b"".join(kept)
 
 
 def _config_true(config: pygit2.Config, key: str) -> bool:

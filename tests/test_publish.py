@@ -136,6 +136,44 @@ def test_a_library_write_is_in_the_log_until_close(store: gitmem.MemoryStore) ->
     assert_plain_git_reads(store.path, 2)
 
 
+def test_publishing_leaves_the_config_as_it_was_before_the_log(store: gitmem.MemoryStore) -> None:
+    config = store.path / "config"
+    before = config.read_bytes()
+    assert b"extensions" not in before
+    store.create("/memories/a.md", "one\n")
+    assert b"[extensions]\n\tgitmemlog = true\n" in config.read_bytes()
+    store.close()
+    # Not even the empty section libgit2 leaves when it deletes the section's last key.
+    assert config.read_bytes() == before
+    assert_plain_git_reads(store.path, 1)
+
+
+def test_publishing_keeps_the_users_own_extensions(store: gitmem.MemoryStore) -> None:
+    config = store.path / "config"
+    before = config.read_bytes() + b"[extensions]\n\tnoop = true\n"
+    config.write_bytes(before)
+    store.create("/memories/a.md", "one\n")
+    assert b"[extensions]\n\tnoop = true\n\tgitmemlog = true\n" in config.read_bytes()
+    store.close()
+    assert config.read_bytes() == before
+    assert_plain_git_reads(store.path, 1)
+
+
+@pytest.mark.parametrize(
+    ("config", "tidied"),
+    [
+        (b"[core]\n\tbare = true\n[extensions]\n", b"[core]\n\tbare = true\n"),
+        (b"[Extensions]\n\n  \n[core]\n\tbare = true\n", b"[core]\n\tbare = true\n"),
+        (b"[extensions]\n\tnoop = true\n", b"[extensions]\n\tnoop = true\n"),
+        (b"[extensions]\n# the user's\n", b"[extensions]\n# the user's\n"),
+        (b"[extensions] noop = true\n", b"[extensions] noop = true\n"),
+        (b'[remote "extensions"]\n', b'[remote "extensions"]\n'),
+    ],
+)
+def test_only_an_empty_extensions_section_is_dropped(config: bytes, tidied: bytes) -> None:
+    assert gitmem.gitrepo._without_empty_extensions(config) == tidied
+
+
 def test_the_tools_publish_when_closed(repo_path: Path, key: str) -> None:
     create = {"command": "create", "path": "/memories/a.md", "file_text": "one"}
     with gitmem.GitMemoryTool(repo_path, key=key) as tool:
