@@ -1715,6 +1715,9 @@ class GitRepo:
                 report.deferred = True
                 return True
             new_idx = job.finish(pack_dir)
+        except ValueError as exc:  # a damaged entry: nothing is published or removed
+            job.abandon()
+            raise IntegrityError(f"the packs of {self.path} cannot be merged: {exc}") from None
         except BaseException:
             job.abandon()
             raise

@@ -555,6 +555,44 @@ def test_a_process_finishes_its_merge_when_it_exits(repo_path: Path, key: str) -
     git_reads_the_packs(repo_path)
 
 
+def test_a_damaged_pack_fails_the_merge_not_the_write(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack entry that does not match its index's CRC stops the merge (IntegrityError from
+    maintain) before anything is published or removed; a write whose checkpoint tries it
+    succeeds all the same."""
+    from gitmem.pack import write_pack
+
+    monkeypatch.delenv("GITMEM_GC_AUTO")
+    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
+    store = filled(repo_path, key, files=2)
+    store.checkpoint()
+    junk = write_pack(
+        [(b"blob", os.urandom(100)) for _ in range(5)], repo_path / "objects" / "pack", repo_path
+    )
+    assert junk is not None
+    data = bytearray(junk.with_suffix(".pack").read_bytes())
+    data[-30] ^= 0xFF  # inside the last entry
+    junk.with_suffix(".pack").chmod(0o600)
+    junk.with_suffix(".pack").write_bytes(bytes(data))
+    before = packs(repo_path)
+    with pytest.raises(gitmem.IntegrityError, match="cannot be merged"):
+        GitRepo(repo_path).maintain()
+    assert packs(repo_path) == before and not list(repo_path.glob("gitmem-gc-*"))
+    tried: list[int | None] = []
+    maintain = GitRepo.maintain
+
+    def spied(repo: GitRepo, budget: int | None = None) -> gitrepo.MaintenanceReport:
+        tried.append(budget)
+        return maintain(repo, budget)
+
+    monkeypatch.setattr(GitRepo, "maintain", spied)
+    op = store.create(parse_path("/memories/after.md"), "still written\n")
+    store.checkpoint()
+    assert tried and junk.exists() and not list(repo_path.glob("gitmem-gc-*"))
+    assert MemoryStore.open(repo_path, key).head() == op.commit
+
+
 def test_no_maintenance_below_the_thresholds_or_when_turned_off(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
