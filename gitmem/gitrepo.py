@@ -1701,6 +1701,12 @@ class GitRepo:
         if job is not None and job.pid != os.getpid():
             job.abandon()  # the parent's, inherited by fork: its files are not this process's
             job = None
+        if job is not None and not all(idx.exists() for idx in job.sources):
+            # Another process merged some of these packs meanwhile (every pack is removed under
+            # the writer lock, as this runs): its pack holds their objects, so this merge would
+            # only publish a second copy of them.
+            job.abandon()
+            job = None
         if job is None:
             sources = _packs_to_merge(pack_dir)
             if not sources:

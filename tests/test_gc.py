@@ -523,6 +523,18 @@ def test_a_merge_under_way_is_dropped_by_gc_and_by_a_forked_child(
     store.checkpoint()
     assert gitrepo._MERGES[str(repo_path)] is not job and tmp.is_dir()
     shutil.rmtree(tmp)
+    # Another process merged one of the packs this merge reads: it is dropped, not finished.
+    job = gitrepo._MERGES[str(repo_path)]
+    [tmp] = repo_path.glob("gitmem-gc-*")
+    other = GitRepo(repo_path)
+    with other.write_lock(5.0):
+        gitrepo._MERGES.pop(str(repo_path))
+        other.maintain()  # a merge of its own, at once: it removes the packs both wanted
+        gitrepo._MERGES[str(repo_path)] = job
+    assert not all(idx.exists() for idx in job.sources)
+    store.insert(parse_path("/memories/d0/f0.md"), 0, "after the other merge")
+    store.checkpoint()
+    assert gitrepo._MERGES.get(str(repo_path)) is not job and not tmp.exists()
     store.gc(0.0)
     assert str(repo_path) not in gitrepo._MERGES
     assert not list(repo_path.glob("gitmem-gc-*")) and len(packs(repo_path)) == 1
