@@ -7,7 +7,7 @@
     python benchmarks/bench_commands.py --grown 10000     # also on a store of 10,000 files
                                                           # and 10,000 more commits
     python benchmarks/bench_commands.py --grown-flat 10000   # 10,000 files in /memories itself
-    python benchmarks/bench_commands.py --grown 10000 --long 1000 --warmup 200
+    python benchmarks/bench_commands.py --grown 10000 --long 1000 --warmup 200 [--no-collector]
                                        # and a long run of writes on the small and grown stores:
                                        # steady-state medians, mean, p99 and max, as ratios
 
@@ -27,6 +27,7 @@ ratios of medians.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import math
@@ -353,9 +354,11 @@ def report_long(
             )
         )
         return
+    collector = "off" if args.no_collector else "on"
     print(
         f"long run: {args.long} writes after {args.warmup} untimed "
-        "(create, str_replace, insert, rename, delete in turn); milliseconds"
+        f"(create, str_replace, insert, rename, delete in turn), garbage collector {collector}; "
+        "milliseconds"
     )
     print(f"{'store':<20} {'clock':<5} {'median':>8} {'mean':>8} {'p99':>8} {'max':>8}  events")
     for name, clocks in table.items():
@@ -436,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=200, help="untimed writes before --long's")
     parser.add_argument(
+        "--no-collector",
+        action="store_true",
+        help="turn Python's cyclic garbage collector off for --long (its full collections, "
+        "over every module this process imported, land on whichever write triggers them)",
+    )
+    parser.add_argument(
         "--grown-cache",
         type=Path,
         default=None,
@@ -475,7 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         results = measure(tools, args.ops) if args.ops else {}
         if args.long:
             count_events()
+            if args.no_collector:
+                gc.collect()
+                gc.disable()
             long_results = long_run(long_tools, args.long, args.warmup)
+            gc.enable()
             events = {
                 name: EVENTS.get(str(tool.store.repo.path), {})
                 for name, tool in long_tools.items()
