@@ -22,15 +22,17 @@ from dataclasses import dataclass
 
 from .errors import IntegrityError
 
-# Writers split a tree holding more entries than this (a tree of 256 short entries is about
-# 16 KB; see docs/performance.md, "Split directories"). Readers do not require it: it is the
-# writer's choice, and tests lower it.
-SPLIT_THRESHOLD = 256
+# Writers split a tree holding more entries than this: 128 short entries are about 8 KB, so a
+# write in a big directory logs and packs a few KB of trees, while directories of up to 128
+# entries (the 100-directory benchmark's) stay one tree. See docs/performance.md, "Split
+# directories", for 128 against 64 and 256. Readers do not require it: it is the writer's
+# choice, and tests lower it.
+SPLIT_THRESHOLD = 128
 # Bits of the synthetic IV per level: 64 buckets.
 BUCKET_BITS = 6
 FANOUT = 1 << BUCKET_BITS
 # Bucket levels below a directory's own tree; the deepest buckets hold entries, however many.
-# 24 bits: 16.7 million buckets, beyond any directory's reach of the threshold.
+# 24 bits: 16.7 million buckets, far beyond where a directory reaches the threshold.
 MAX_LEVELS = 4
 _USED_BITS = BUCKET_BITS * MAX_LEVELS
 # A bucket's name: "b" and two lowercase hex digits. Entry names start with their kind (f or

@@ -9,9 +9,10 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TypeVar, overload
 
 from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
@@ -35,6 +36,7 @@ from .format import (
 )
 from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
 from .paths import MEMORIES_ROOT, MemoryPath
+from .shardmap import evolved, frozen
 
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
 # goes stale, and repeated `view`s of an unchanged store skip all name decryption. The bound
@@ -67,12 +69,13 @@ class _FoldIndex:
     """A directory's names by :func:`gitmem.paths.fold_name` key, and the fold that made it."""
 
     fold: Callable[[str], str]
-    names: dict[str, tuple[str, ...]]
+    names: Mapping[str, tuple[str, ...]]
 
 
 @dataclass
 class _Loaded:
-    nodes: dict[str, Node]
+    # Read-only once made (shared with later versions: see gitmem.shardmap).
+    nodes: Mapping[str, Node]
     sealed: Mapping[str, str]
     # The directory's tree and its buckets (gitmem.buckets): the next version is edited from
     # it, so that one write of a big directory costs its changes and the buckets they touch.
@@ -95,7 +98,7 @@ class _Loaded:
             for name in self.nodes:
                 key = paths.fold_name(name)
                 names[key] = (*names.get(key, ()), name)
-            index = self.fold_index = _FoldIndex(paths.fold_name, names)
+            index = self.fold_index = _FoldIndex(paths.fold_name, frozen(names))
         return index
 
 
@@ -187,7 +190,7 @@ class TreeCodec:
                 sealed[name] = entry.name
             node.count = len(entries)
         buckets.recount(shape)
-        loaded = _Loaded(nodes, sealed, shape)
+        loaded = _Loaded(frozen(nodes), frozen(sealed), shape)
         self._remember(key, loaded)
         return loaded
 
@@ -235,7 +238,7 @@ class TreeCodec:
     def write_dir(
         self,
         path: MemoryPath,
-        nodes: dict[str, Node],
+        nodes: Mapping[str, Node],
         sealed: Mapping[str, str],
         fold_index: _FoldIndex | None = None,
         base: tuple[_Loaded, set[str]] | None = None,
@@ -252,26 +255,31 @@ class TreeCodec:
                 raw = self.keys.seal_name(name, parent, node.kind)
             return raw
 
+        names: Mapping[str, str]
         if base is None:
-            names = {name: seal(name, node) for name, node in nodes.items()}
+            fresh = {name: seal(name, node) for name, node in nodes.items()}
             shape = buckets.build(
-                buckets.serialized(raw, nodes[name].oid) for name, raw in names.items()
+                buckets.serialized(raw, nodes[name].oid) for name, raw in fresh.items()
             )
+            names = frozen(fresh)
         else:
             # Edit the base's shape: only the buckets holding touched names are rewritten.
             loaded, touched = base
-            names = dict(loaded.sealed)
+            changes: dict[str, str | None] = {}
             removed: list[str] = []
             added: list[tuple[str, str]] = []
             for name in touched:
-                old = names.pop(name, None)
+                old = loaded.sealed.get(name)
                 if old is not None:
                     removed.append(old)
                 node = nodes.get(name)
-                if node is not None:
-                    names[name] = raw = seal(name, node)
+                if node is None:
+                    changes[name] = None
+                else:
+                    changes[name] = raw = seal(name, node)
                     added.append((raw, node.oid))
             shape = buckets.edit(loaded.shape, removed, added, self._leaf_entries)
+            names = evolved(loaded.sealed, changes)
         meta = self.meta_blob if path.is_root else None
         stamp = None
         if meta is not None:
@@ -488,7 +496,7 @@ class Snapshot:
             node, current = found, current.child(name)
         return node
 
-    def children(self, path: MemoryPath, node: Node) -> dict[str, Node]:
+    def children(self, path: MemoryPath, node: Node) -> Mapping[str, Node]:
         """The entries of directory ``node`` at ``path``."""
         if not node.oid:
             return {}
@@ -589,30 +597,76 @@ def changed_file_nodes(
     return out
 
 
-class _Entries(dict[str, "Node | _MutDir"]):
-    """The entries of a directory being edited, with the names added and removed since it was
-    opened (so that the fold index of the tree it was opened from stays usable)."""
+_D = TypeVar("_D")
 
-    __slots__ = ("added", "removed", "touched")
 
-    def __init__(self, base: Mapping[str, Node | _MutDir] | None = None) -> None:
-        super().__init__(base or {})
+class _Entries(MutableMapping[str, "Node | _MutDir"]):
+    """The entries of a directory being edited: the committed ones (``base``, never copied:
+    a big directory's are shared, read-only) under the changes made since it was opened, with
+    the names added and removed (so that the fold index of the tree it was opened from stays
+    usable)."""
+
+    __slots__ = ("_len", "added", "base", "changed", "removed", "touched")
+
+    def __init__(self, base: Mapping[str, Node] | None = None) -> None:
+        self.base: Mapping[str, Node] = {} if base is None else base
+        # The entries set or deleted since (None: deleted).
+        self.changed: dict[str, Node | _MutDir | None] = {}
+        self._len = len(self.base)
         self.added: set[str] = set()
         self.removed: set[str] = set()
         # Every name set or deleted: where the entries may differ from the base's.
         self.touched: set[str] = set()
 
+    def __getitem__(self, name: str) -> Node | _MutDir:
+        if name in self.changed:
+            found = self.changed[name]
+            if found is None:
+                raise KeyError(name)
+            return found
+        return self.base[name]
+
+    @overload
+    def get(self, name: str, /) -> Node | _MutDir | None: ...
+    @overload
+    def get(self, name: str, default: Node | _MutDir | _D, /) -> Node | _MutDir | _D: ...
+    def get(self, name: str, default: object = None, /) -> object:
+        # Not Mapping's: that one raises and catches KeyError for every missing name.
+        if name in self.changed:
+            found = self.changed[name]
+            return default if found is None else found
+        return self.base.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name in self.changed:
+            return self.changed[name] is not None
+        return name in self.base
+
+    def __iter__(self) -> Iterator[str]:
+        changed = self.changed
+        yield from (name for name in self.base if name not in changed)
+        yield from (name for name, child in changed.items() if child is not None)
+
+    def __len__(self) -> int:
+        return self._len
+
     def __setitem__(self, name: str, child: Node | _MutDir) -> None:
         self.touched.add(name)
         if name not in self:
+            self._len += 1
             if name in self.removed:
                 self.removed.discard(name)
             else:
                 self.added.add(name)
-        super().__setitem__(name, child)
+        self.changed[name] = child
 
     def __delitem__(self, name: str) -> None:
-        super().__delitem__(name)
+        if name not in self:
+            raise KeyError(name)
+        self.changed[name] = None
+        self._len -= 1
         self.touched.add(name)
         if name in self.added:
             self.added.discard(name)
@@ -644,17 +698,19 @@ class _MutDir:
         base = None if self.base is None else self.base.fold_index
         if base is None or base.fold is not paths.fold_name:
             return None
-        names = dict(base.names)
+        changes: dict[str, tuple[str, ...] | None] = {}
+
+        def current(key: str) -> tuple[str, ...]:
+            found = changes[key] if key in changes else base.names.get(key)
+            return found or ()
+
         for name in self.nodes.removed:
             key = base.fold(name)
-            rest = tuple(n for n in names.get(key, ()) if n != name)
-            if rest:
-                names[key] = rest
-            else:
-                names.pop(key, None)
+            changes[key] = tuple(n for n in current(key) if n != name) or None
         for name in self.nodes.added:
             key = base.fold(name)
-            names[key] = (*names.get(key, ()), name)
+            changes[key] = (*current(key), name)
+        names = evolved(base.names, changes)
         return _FoldIndex(base.fold, names)
 
 
@@ -872,17 +928,13 @@ class TreeEditor:
                 )
                 continue
             base = directory.base
-            nodes = {} if base is None else dict(base.nodes)
+            changes: dict[str, Node | None] = {}
             for name in entries.touched:
                 child = entries.get(name)
-                if child is None:
-                    nodes.pop(name, None)
-                else:
-                    nodes[name] = (
-                        Node(KIND_DIR, written.pop(id(child)))
-                        if isinstance(child, _MutDir)
-                        else child
-                    )
+                changes[name] = (
+                    Node(KIND_DIR, written.pop(id(child))) if isinstance(child, _MutDir) else child
+                )
+            nodes = evolved({} if base is None else base.nodes, changes)
             written[id(directory)] = self.codec.write_dir(
                 directory.path,
                 nodes,

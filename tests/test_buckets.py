@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from gitmem.tree import TreeCodec, TreeEditor
 
 FAST = KdfParams(64, 1, 1)
 T = 4
+REAL = buckets.SPLIT_THRESHOLD  # before the fixture lowers it
 
 
 @pytest.fixture(autouse=True)
@@ -121,28 +122,54 @@ def test_the_root_splits_and_a_fresh_reader_checks_every_bucket(repo_path: Path,
     assert store.read_text("/memories/r7.md") == "7"
 
 
+def grow_big(store: MemoryStore, names: range) -> None:
+    def edit(_: object, tree: TreeEditor) -> Change[None]:
+        for i in names:
+            tree.put_file(parse(f"/memories/big/n{i}.md"), b"x")
+        return Change(("/memories/big",), None)
+
+    store.write("seed", edit)
+
+
+def shrink_big(store: MemoryStore, names: range) -> None:
+    def edit(_: object, tree: TreeEditor) -> Change[None]:
+        for i in names:
+            tree.remove(parse(f"/memories/big/n{i}.md"))
+        return Change(("/memories/big",), None)
+
+    store.write("shrink", edit)
+
+
 def test_the_real_threshold(repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", 256)
+    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", REAL)
     store = MemoryStore.open(repo_path, key, create=True)
-
-    def put(names: range) -> Callable[[object, TreeEditor], Change[None]]:
-        def edit(_: object, tree: TreeEditor) -> Change[None]:
-            for i in names:
-                tree.put_file(parse(f"/memories/big/n{i}.md"), b"x")
-            return Change(("/memories/big",), None)
-
-        return edit
-
-    store.write("seed", put(range(256)))
+    grow_big(store, range(REAL))
     assert depth(store, node_at(store, "/memories/big")) == 0
-    store.write("seed", put(range(256, 300)))
+    grow_big(store, range(REAL, REAL + 1))
     oid = node_at(store, "/memories/big")
     assert depth(store, oid) == 1 and oid == fresh_id(store, "/memories/big")
-    for i in range(44):
-        store.delete(f"/memories/big/n{i}.md")
+    grow_big(store, range(REAL + 1, REAL * 16))  # a quarter of the threshold a bucket
+    oid = node_at(store, "/memories/big")
+    assert depth(store, oid) == 1 and oid == fresh_id(store, "/memories/big")
+    shrink_big(store, range(REAL, REAL * 16))
     oid = node_at(store, "/memories/big")
     assert depth(store, oid) == 0 and oid == fresh_id(store, "/memories/big")
-    assert len(MemoryStore.open(repo_path, key).files()) == 256
+    assert len(MemoryStore.open(repo_path, key).files()) == REAL
+
+
+@pytest.mark.slow
+def test_the_real_threshold_nests_buckets(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", REAL)
+    store = MemoryStore.open(repo_path, key, create=True)
+    grow_big(store, range(REAL * 64 * 2))  # twice the threshold a bucket: every one splits
+    oid = node_at(store, "/memories/big")
+    assert depth(store, oid) == 2 and oid == fresh_id(store, "/memories/big")
+    shrink_big(store, range(REAL * 32, REAL * 64 * 2))  # half of it: none does
+    oid = node_at(store, "/memories/big")
+    assert depth(store, oid) == 1 and oid == fresh_id(store, "/memories/big")
+    assert MemoryStore.open(repo_path, key).verify().ok
 
 
 # -- hostile trees ------------------------------------------------------------------------------

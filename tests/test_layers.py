@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
         "cache",
         "wal",
         "buckets",
+        "shardmap",
     },
     {"pack"},
     {"gitrepo", "keysource", "highwater"},
