@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .errors import IntegrityError
@@ -108,6 +108,8 @@ class Shape:
     keys: list[bytes] | None = None
     entries: list[bytes] | None = None
     buckets: dict[int, Shape] | None = None
+    # A leaf read from the repository: its entry names, until ``keys`` is filled in.
+    names: list[str] | None = None
 
     def copy(self) -> Shape:
         """An unwritten copy that an edit may change."""
@@ -269,6 +271,20 @@ def store(
         node.oid = write_tree(b"".join(parts))
     assert shape.oid is not None
     return shape.oid
+
+
+def raw_names(shape: Shape) -> Iterator[str]:
+    """The sealed names of every memory entry below ``shape`` (read or written)."""
+    stack = [shape]
+    while stack:
+        node = stack.pop()
+        if node.buckets is not None:
+            stack.extend(node.buckets.values())
+        elif node.keys is not None:
+            yield from (key[:-1].decode("utf-8") for key in node.keys)
+        else:
+            assert node.names is not None
+            yield from node.names
 
 
 def recount(shape: Shape) -> int:

@@ -8,6 +8,7 @@ authenticated as it is read, and anything else is an :class:`IntegrityError`.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,11 @@ class _FoldIndex:
 
     fold: Callable[[str], str]
     names: Mapping[str, tuple[str, ...]]
+
+
+# A tree of a directory still to be read by load_dir: its shape, entries, level, bucket prefix,
+# and the previous version's tree at the same place.
+_Pending = tuple["buckets.Shape", list[TreeEntry], int, int, "buckets.Shape | None"]
 
 
 @dataclass
@@ -165,12 +171,17 @@ class TreeCodec:
             top = [entry for entry in top if entry.name != META_ENTRY]
         shape = buckets.Shape(0, oid)
         # The directory's tree, then its buckets (at most MAX_LEVELS deep): (tree, its
-        # entries, how deep, the bucket indices that led there as one number).
-        stack = [(shape, top, 0, 0)]
+        # entries, how deep, the bucket indices that led there as one number, the previous
+        # version's tree at the same place). A bucket with the same id as there is the same
+        # entries, read and checked already: taken over unread.
+        stack: list[_Pending] = [(shape, top, 0, 0, None if previous is None else previous.shape)]
+        reused: list[buckets.Shape] = []
         while stack:
-            node, entries, level, prefix = stack.pop()
+            node, entries, level, prefix, before = stack.pop()
             if entries and buckets.is_bucket_like(entries[0].name):
-                node.buckets = self._read_buckets(entries, level, prefix, parent, oid, stack)
+                node.buckets = self._read_buckets(
+                    entries, (level, prefix, before), parent, oid, stack, reused
+                )
                 continue
             for entry in entries:
                 if entry.mode != TREE_MODE:
@@ -189,6 +200,15 @@ class TreeCodec:
                 nodes[name] = Node(kind, entry.oid)
                 sealed[name] = entry.name
             node.count = len(entries)
+            node.names = [entry.name for entry in entries]
+        if reused:
+            assert previous is not None
+            for raw in itertools.chain.from_iterable(map(buckets.raw_names, reused)):
+                name = known[raw]
+                if name in nodes:
+                    raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+                nodes[name] = previous.nodes[name]
+                sealed[name] = raw
         buckets.recount(shape)
         loaded = _Loaded(frozen(nodes), frozen(sealed), shape)
         self._remember(key, loaded)
@@ -197,26 +217,35 @@ class TreeCodec:
     def _read_buckets(
         self,
         entries: list[TreeEntry],
-        level: int,
-        prefix: int,
+        where: tuple[int, int, buckets.Shape | None],
         parent: str,
         oid: str,
-        stack: list[tuple[buckets.Shape, list[TreeEntry], int, int]],
+        stack: list[_Pending],
+        reused: list[buckets.Shape],
     ) -> dict[int, buckets.Shape]:
-        """The buckets of a split directory's tree (format 4), each queued on ``stack`` to be
-        read; anything but non-empty, well-named buckets above the deepest level is refused."""
+        """The buckets of a split directory's tree (format 4) at ``where`` (level, bucket
+        prefix, the previous version's tree there), each queued on ``stack`` to be read or,
+        unchanged since that version, added to ``reused``; anything but non-empty, well-named
+        buckets above the deepest level is refused."""
+        level, prefix, before = where
         if level >= buckets.MAX_LEVELS:
             raise IntegrityError(f"directory {parent} nests buckets too deep (tree {oid})")
+        known = None if before is None else before.buckets
         found: dict[int, buckets.Shape] = {}
         for entry in entries:
             index = buckets.bucket_index(entry.name)
             if index is None or entry.mode != TREE_MODE:
                 raise IntegrityError(f"directory {parent} holds a malformed bucket (tree {oid})")
+            old = None if known is None else known.get(index)
+            if old is not None and old.oid == entry.oid:
+                found[index] = old
+                reused.append(old)
+                continue
             below = self.repo.read_tree(entry.oid)
             if not below:
                 raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
             child = found[index] = buckets.Shape(0, entry.oid)
-            stack.append((child, below, level + 1, (prefix << buckets.BUCKET_BITS) | index))
+            stack.append((child, below, level + 1, (prefix << buckets.BUCKET_BITS) | index, old))
         return found
 
     def _leaf_entries(self, oid: str) -> list[tuple[str, str]]:

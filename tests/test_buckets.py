@@ -172,6 +172,32 @@ def test_the_real_threshold_nests_buckets(
     assert MemoryStore.open(repo_path, key).verify().ok
 
 
+def test_a_new_version_reads_only_the_buckets_that_changed(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = split_dir(repo_path, key, 60)
+    reader = MemoryStore.open(repo_path, key)  # another process
+    at = parse("/memories/d")
+    reader.codec.load_dir(node_at(store, "/memories/d"), at)
+    store.create("/memories/d/new.md", "x")
+    store.delete("/memories/d/n3.md")
+    new = node_at(store, "/memories/d")
+    reads: list[str] = []
+    real = reader.repo.read_tree
+
+    def counting(oid: str) -> list[TreeEntry]:
+        reads.append(oid)
+        return real(oid)
+
+    monkeypatch.setattr(reader.repo, "read_tree", counting)
+    loaded = reader.codec.load_dir(new, at)
+    # The top tree and the buckets on the two changed paths, not all of them.
+    assert len(reads) <= 1 + 2 * depth(store, new) < len(store.repo.read_tree(new))
+    assert dict(loaded.nodes) == dict(fresh_codec(store).load_dir(new, at).nodes)
+    assert dict(loaded.sealed) == dict(fresh_codec(store).load_dir(new, at).sealed)
+    assert "new.md" in loaded.nodes and "n3.md" not in loaded.nodes
+
+
 # -- hostile trees ------------------------------------------------------------------------------
 
 
