@@ -9,7 +9,7 @@ copy copies only the shards its changes fall in.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping
 from typing import TypeVar, overload
 
 K = TypeVar("K")
@@ -59,6 +59,10 @@ class ShardedMap(Mapping[K, V]):
     def __len__(self) -> int:
         return self._len
 
+    def items(self) -> ItemsView[K, V]:
+        # Shard by shard: Mapping's would look every key up again (a listing of 10,000).
+        return _Items(self)
+
     def evolve(self, changes: Mapping[K, V | None]) -> Mapping[K, V]:
         """A copy with ``changes`` applied (a None value removes the key); only the shards
         they fall in are copied."""
@@ -84,6 +88,16 @@ class ShardedMap(Mapping[K, V]):
 
 
 _GONE = object()
+
+
+class _Items(ItemsView[K, V]):
+    def __init__(self, owner: ShardedMap[K, V]) -> None:
+        super().__init__(owner)
+        self._owner = owner
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        for shard in self._owner._shards:
+            yield from shard.items()
 
 
 def frozen(items: dict[K, V]) -> Mapping[K, V]:

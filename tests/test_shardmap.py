@@ -27,6 +27,7 @@ def test_changed_copies_equal_dict_edits_and_leave_the_original() -> None:
             else:
                 model[key] = value
         assert dict(nxt) == model and len(nxt) == len(model)
+        assert sorted(nxt.items()) == sorted(model.items())
         assert all(nxt.get(key) == value for key, value in model.items())
         assert "absent" not in nxt and nxt.get("absent", 5) == 5
         current = nxt
