@@ -63,6 +63,11 @@ class ShardedMap(Mapping[K, V]):
         # Shard by shard: Mapping's would look every key up again (a listing of 10,000).
         return _Items(self)
 
+    def pairs(self) -> Iterator[tuple[K, V]]:
+        """Every (key, value), shard by shard."""
+        for shard in self._shards:
+            yield from shard.items()
+
     def evolve(self, changes: Mapping[K, V | None]) -> Mapping[K, V]:
         """A copy with ``changes`` applied (a None value removes the key); only the shards
         they fall in are copied."""
@@ -96,8 +101,7 @@ class _Items(ItemsView[K, V]):
         self._owner = owner
 
     def __iter__(self) -> Iterator[tuple[K, V]]:
-        for shard in self._owner._shards:
-            yield from shard.items()
+        return self._owner.pairs()
 
 
 def frozen(items: dict[K, V]) -> Mapping[K, V]:
