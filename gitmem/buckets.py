@@ -110,6 +110,15 @@ class Shape:
     buckets: dict[int, Shape] | None = None
     # A leaf read from the repository: its entry names, until ``keys`` is filled in.
     names: list[str] | None = None
+    # ``oid`` as 20 bytes, once a parent tree has needed it.
+    raw_id: bytes | None = None
+
+    def id_bytes(self) -> bytes:
+        """The written tree's id as git's tree entries hold it."""
+        if self.raw_id is None:
+            assert self.oid is not None
+            self.raw_id = bytes.fromhex(self.oid)
+        return self.raw_id
 
     def copy(self) -> Shape:
         """An unwritten copy that an edit may change."""
@@ -225,14 +234,16 @@ def _settle(node: Shape, level: int, read_leaf: LeafReader) -> Shape:
         if node.count > SPLIT_THRESHOLD and level < MAX_LEVELS:
             return build(_items(node, read_leaf), level)
         return node
-    for index, child in list(node.buckets.items()):
-        if child.oid is None:
-            child = _settle(child, level + 1, read_leaf)
+    # Only the buckets an edit copied changed (a copy keeps the count it was made with): the
+    # total follows from theirs, without a pass over all 64.
+    for index, child in [item for item in node.buckets.items() if item[1].oid is None]:
+        before = child.count
+        child = _settle(child, level + 1, read_leaf)
+        node.count += child.count - before
         if child.count:
             node.buckets[index] = child
         else:
             del node.buckets[index]
-    node.count = sum(child.count for child in node.buckets.values())
     if node.count <= SPLIT_THRESHOLD:
         items = _items(node, read_leaf)
         return Shape(len(items), None, [k for k, _ in items], [e for _, e in items])
@@ -252,7 +263,7 @@ def store(
             continue
         if not below_done and node.buckets is not None:
             stack.append((node, True))
-            stack.extend((child, False) for child in node.buckets.values())
+            stack.extend((child, False) for child in node.buckets.values() if child.oid is None)
             continue
         if node.buckets is None:
             assert node.keys is not None and node.entries is not None
@@ -260,11 +271,8 @@ def store(
         else:
             order = sorted(node.buckets)
             keys = [_BUCKET_KEYS[index] for index in order]
-            parts = []
-            for index in order:
-                child_oid = node.buckets[index].oid
-                assert child_oid is not None
-                parts.append(_BUCKET_ENTRIES[index] + bytes.fromhex(child_oid))
+            below = node.buckets
+            parts = [_BUCKET_ENTRIES[index] + below[index].id_bytes() for index in order]
         if node is shape and extra is not None:
             at = bisect_left(keys, extra[0])
             parts = [*parts[:at], extra[1], *parts[at:]]
