@@ -179,6 +179,14 @@ class _OpenLog:
             self.owner is _PROCESS[0]
         )
 
+    def close_inherited(self) -> None:
+        """In a child just forked, before it opens anything: close its copy of the descriptor
+        (which still names this log; kept, it would pin a replaced log's file for the child's
+        life), and never close that number again."""
+        self.owner = ""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
     def header(self) -> wal.Header | None:
         """The header as it is now (one ``pread``; parsed again only when its bytes changed)."""
         raw = os.pread(self.fd, wal.HEADER_LENGTH, 0)
@@ -238,10 +246,13 @@ class GitRepo:
 
     def _after_fork_in_child(self) -> None:
         # Another thread of the parent may have held the lock, halfway through following the
-        # log: a fresh lock, and the log is followed again from its start. The descriptor the
-        # parent opened is left alone: the child opens its own (see _OpenLog.shows).
+        # log: a fresh lock, and the log is followed again from its start, through a
+        # descriptor of the child's own.
         self._view_lock = threading.Lock()
         self._tail = None
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.close_inherited()
 
     # -- opening --------------------------------------------------------------------------
 

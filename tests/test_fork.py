@@ -9,6 +9,7 @@ the test fails), and the parent, once its thread lets go, finds its store as it 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -161,3 +162,24 @@ def test_a_child_forked_while_a_thread_holds_a_lock_uses_the_store(
     assert store.files()["/memories/d/b.md"] == "head\n" + "two\n" * 2000
     assert store.verify().ok
     assert MemoryStore.open(repo_path, key).read_text("/memories/parent.md") == "after\n"
+
+
+def test_a_forked_child_closes_its_copy_of_the_log_descriptor(
+    store: MemoryStore, repo_path: Path, key: str
+) -> None:
+    """Kept, it would pin the log's file (replaced when resized) for the child's whole life."""
+    store.create("/memories/a.md", "one\n")
+    assert store.read_text("/memories/a.md") == "one\n"
+    opened = store.repo._reading
+    if opened is None:
+        pytest.skip("no redo log on this platform")
+
+    def child() -> None:
+        with pytest.raises(OSError) as closed:
+            os.fstat(opened.fd)
+        assert closed.value.errno == errno.EBADF
+        assert store.read_text("/memories/a.md") == "one\n"  # through a descriptor of its own
+
+    assert in_forked_child(child, timeout=60.0) == "ok"
+    assert os.fstat(opened.fd)  # the parent's is untouched
+    assert store.read_text("/memories/a.md") == "one\n"
