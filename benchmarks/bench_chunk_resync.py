@@ -1,11 +1,11 @@
 """How many chunks a small edit in the middle of a file changes, over many chunker keys.
 
-Each key (a stand-in for a store's ``chunker`` subkey) cuts a file of pseudo-English text; the
-file is then edited at several positions between 40% and 60% of it, two ways: 40 bytes
-replaced by 12 (``replace40``, the text 28 bytes shorter) and 37 bytes inserted
-(``insert37``). A changed chunk is a chunk of the edited file that the original lacks (what
-a write stores). Printed per file size, edit and body normalization level ``nc`` (``3`` is
-gitmem's rule up to 32 KiB body chunks; others replace only the body's ``nc``, for
+Each key (a stand-in for a store's ``chunker`` subkey) cuts a file of pseudo-English text
+(``bench_chunking.make_text``); the file is then edited at several positions between 40% and
+60% of it, two ways: 40 bytes replaced by 12 (``replace40``, the text 28 bytes shorter) and 37
+bytes inserted (``insert37``). A changed chunk is a chunk of the edited file that the original
+lacks (what a write stores). Printed per file size, edit and body normalization level ``nc``
+(``3`` is gitmem's rule up to 32 KiB body chunks; others replace only the body's ``nc``, for
 comparison): the histogram of changed chunks, the share of edits changing four or more, the
 mean changed chunks and changed bytes per edit, and chunks per file.
 
@@ -21,33 +21,21 @@ import argparse
 import collections
 import dataclasses
 import hashlib
-import random
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from gitmem import chunking
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_chunking import make_text
 
 EDITS: dict[str, Callable[[bytes, int], bytes]] = {
     "replace40": lambda data, at: data[:at] + b"a small edit" + data[at + 40 :],
     "insert37": lambda data, at: data[:at] + b"a new sentence of about forty bytes.\n" + data[at:],
 }
-
-
-def text(size: int, seed: int = 1) -> bytes:
-    """Pseudo-English: sentences of 4 to 14 words drawn from 500 random ones."""
-    rnd = random.Random(seed)
-    words = [
-        "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(1, 9)))
-        for _ in range(500)
-    ]
-    out: list[str] = []
-    total = 0
-    while total < size:
-        sentence = " ".join(rnd.choice(words) for _ in range(rnd.randint(4, 14))) + ".\n"
-        out.append(sentence)
-        total += len(sentence)
-    return "".join(out).encode()[:size]
 
 
 @contextmanager
@@ -94,7 +82,7 @@ class Figures:
 
 
 def measure(size: int, keys: int, positions: int) -> dict[str, Figures]:
-    data = text(size)
+    data = make_text(size).encode()
     figures = {name: Figures() for name in EDITS}
     for key in range(keys):
         seed = hashlib.sha256(b"resync key %d" % key).digest()
