@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -183,3 +184,30 @@ def test_a_forked_child_closes_its_copy_of_the_log_descriptor(
     assert in_forked_child(child, timeout=60.0) == "ok"
     assert os.fstat(opened.fd)  # the parent's is untouched
     assert store.read_text("/memories/a.md") == "one\n"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # 3.12+: fork with threads running
+def test_a_child_forked_while_the_push_policy_holds_its_lock_pushes_its_own_writes(
+    tmp_path: Path, key: str
+) -> None:
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(origin)], check=True)
+    tool = GitMemoryTool(
+        tmp_path / "a.git", key=key, state_dir=tmp_path / "sa", remote=str(origin), sync="push"
+    )
+    create = {"command": "create", "path": "/memories/a.md", "file_text": "one\n"}
+    tool.call(create)
+    assert tool.autosync.wait(60) and tool.autosync.last_error is None
+
+    def child() -> None:
+        tool.call({**create, "path": "/memories/child.md"})
+        assert tool.autosync.wait(60), "the child's push did not end"
+        assert tool.autosync.last_error is None, tool.autosync.last_error
+
+    with _lock(lambda s: tool.autosync._lock)(tool.store) as release:
+        outcome = in_forked_child(child, timeout=60.0, then=release)
+    assert outcome == "ok", outcome
+    tool.call({**create, "path": "/memories/parent.md"})
+    assert tool.autosync.wait(60) and tool.autosync.last_error is None
+    pushed = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "sb")
+    assert set(pushed.files()) == {"/memories/a.md", "/memories/child.md", "/memories/parent.md"}
