@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import stat
 import threading
@@ -168,6 +169,38 @@ def write_new_file(path: _PathLike, data: bytes) -> None:
 def open_lock_file(path: _PathLike) -> int:
     """Open (creating owner-only) the lock file at ``path``, never through a symbolic link."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+
+
+# Descriptors holding an flock in this process, by the thread holding it (see lock_held).
+_HELD: dict[int, int] = {}
+
+
+def lock_held(fd: int) -> None:
+    """Note that this thread holds an ``flock`` on ``fd`` until :func:`release_lock`. A child
+    that another thread forks meanwhile closes its copy of ``fd`` at once: kept, the copy would
+    hold the lock for the child's whole life once this process let go of it or died."""
+    _HELD[fd] = threading.get_ident()
+
+
+def release_lock(fd: int) -> None:
+    """Release the ``flock`` on ``fd`` explicitly (closing alone would leave it held through a
+    forked child's copy of the descriptor); the caller still closes ``fd``."""
+    _HELD.pop(fd, None)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _after_fork_in_child() -> None:
+    # The holders of the other descriptors are not in the child, and never release them here;
+    # the forking thread's own stay (its code goes on in the child and releases them).
+    me = threading.get_ident()
+    for fd, holder in list(_HELD.items()):
+        if holder != me:
+            del _HELD[fd]
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def open_private_file(path: _PathLike, *, overwrite: bool) -> int:

@@ -59,9 +59,11 @@ from .fsutil import (
     can_syncfs,
     fsync_dir,
     fsync_file,
+    lock_held,
     make_private_dirs,
     open_lock_file,
     read_regular_file,
+    release_lock,
     syncfs,
     write_all,
 )
@@ -1257,10 +1259,11 @@ class GitRepo:
                             f"another writer held the lock on {self.path} for over {timeout:g}s"
                         ) from None
                     time.sleep(_LOCK_POLL_SECONDS)
+            lock_held(fd)
             try:
                 yield
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                release_lock(fd)
         finally:
             os.close(fd)
 

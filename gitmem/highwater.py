@@ -26,9 +26,11 @@ from .fsutil import (
     FILE_MODE,
     atomic_write,
     fsync_dir,
+    lock_held,
     make_private_dirs,
     open_lock_file,
     read_regular_file,
+    release_lock,
     write_all,
 )
 
@@ -164,6 +166,7 @@ class HighWater:
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_held(fd)
             data = os.pread(fd, _MARK_FILE_BYTES, 0)
             if not data:
                 # A new file: it starts from the version 1 mark when that one is newer.
@@ -181,7 +184,8 @@ class HighWater:
             # Into the other slot: torn, it leaves the newer one as it was.
             os.pwrite(fd, _slot_bytes(mark), (1 - newest_slot) * _SLOT)
         finally:
-            _unlock_and_close(fd)
+            release_lock(fd)  # a no-op when the flock itself failed
+            os.close(fd)
 
     def _open_for_update(self) -> int | None:
         """The mark file opened for reading and writing (made owner-only if missing), or None
@@ -276,17 +280,11 @@ def _state_lock(directory: Path) -> Iterator[None]:
         fd = open_lock_file(directory / ".lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        _unlock_and_close(fd)
-
-
-def _unlock_and_close(fd: int) -> None:
-    """Release an ``flock`` taken on ``fd``, then close it. Closing alone is not enough: a child
-    forked meanwhile (by another thread) holds a copy of the descriptor, which keeps the lock
-    held until the child exits, and the child itself would wait for it forever."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        lock_held(fd)
+        try:
+            yield
+        finally:
+            release_lock(fd)
     finally:
         os.close(fd)
 

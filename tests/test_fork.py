@@ -11,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +24,7 @@ import pytest
 from helpers_proc import in_forked_child
 
 from gitmem import GitMemoryTool, MemoryStore, gitrepo, highwater
+from gitmem.gitrepo import GitRepo
 
 Holder = Callable[[MemoryStore], contextlib.AbstractContextManager[Callable[[], None]]]
 
@@ -211,3 +215,42 @@ def test_a_child_forked_while_the_push_policy_holds_its_lock_pushes_its_own_writ
     assert tool.autosync.wait(60) and tool.autosync.last_error is None
     pushed = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "sb")
     assert set(pushed.files()) == {"/memories/a.md", "/memories/child.md", "/memories/parent.md"}
+
+
+def test_a_child_does_not_keep_the_writer_lock_a_dead_parents_thread_held(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    """A parent killed while another of its threads held the writer lock: the lock goes with it,
+    even though a child it forked meanwhile lives on (its copy of the lock's descriptor would
+    otherwise keep the lock held for the child's whole life)."""
+    MemoryStore.open(repo_path, key, create=True).close()
+    child_pid = tmp_path / "child.pid"
+    script = textwrap.dedent(
+        f"""
+        import os, threading, time
+        from gitmem.gitrepo import GitRepo
+        held = threading.Event()
+        def hold():
+            with GitRepo({str(repo_path)!r}).write_lock(10):
+                held.set()
+                time.sleep(600)
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(600)  # a long-lived child (a worker process)
+            os._exit(0)
+        with open({str(child_pid)!r}, "w") as out:
+            out.write(str(pid))
+        os._exit(0)  # the parent dies holding the lock, as if killed
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    child = int(child_pid.read_text())
+    try:
+        with GitRepo(repo_path).write_lock(5):
+            pass
+    finally:
+        os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
