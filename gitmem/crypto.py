@@ -172,6 +172,20 @@ class StoreKeys:
         ct = bytes([ENVELOPE_VERSION]) + self._names.encrypt(name.encode("utf-8"), ad)
         return kind + base64.urlsafe_b64encode(ct).decode("ascii").rstrip("=")
 
+    def name_sealings(self, name: str, parent: str, kind: str) -> list[str]:
+        """Every entry name :meth:`open_name` opens to ``(name, kind)`` under ``parent``: one per
+        key epoch, newest first (sealing is deterministic, so a path is found by its sealings
+        without decrypting the names of its directory)."""
+        ad = [_NAME_AD, bytes([ENVELOPE_VERSION]), kind.encode(), parent.encode("utf-8")]
+        plain = name.encode("utf-8")
+        return [
+            kind
+            + base64.urlsafe_b64encode(bytes([ENVELOPE_VERSION]) + names.encrypt(plain, ad))
+            .decode("ascii")
+            .rstrip("=")
+            for names in self._open_names
+        ]
+
     def open_name(self, entry: str, parent: str) -> tuple[str, str]:
         """Decrypt a tree entry name made by :meth:`seal_name`; returns ``(name, kind)``."""
         kind, body = entry[:1], entry[1:]

@@ -146,8 +146,160 @@ class TreeCodec:
 
     # -- directories ----------------------------------------------------------------------
 
-    def load_dir(self, oid: str, path: MemoryPath) -> _Loaded:
-        """Decrypt every entry of directory tree ``oid`` found at ``path``."""
+    def find(self, oid: str, path: MemoryPath, name: str) -> Node | None:
+        """The entry ``name`` of directory tree ``oid`` found at ``path``, or None.
+
+        A split directory (format 4) is not loaded whole: ``name`` is sealed (for each kind and
+        key epoch) and each sealing looked up along the one bucket path its synthetic IV names,
+        so the cost is the path's, not the directory's. Every tree read on the way is checked
+        as :meth:`load_dir` checks it, the names of the bucket reached decrypted too, so what
+        is read is authenticated whole; a directory of one tree is loaded (and cached).
+        """
+        found = self.find_sealed(oid, path, name)
+        return None if found is None else found[0]
+
+    def find_sealed(self, oid: str, path: MemoryPath, name: str) -> tuple[Node, str] | None:
+        """:meth:`find`'s node with the sealed entry name it was found under."""
+        loaded = self.open_dir(oid, path)
+        if loaded is not None:
+            node = loaded.nodes.get(name)
+            return None if node is None else (node, loaded.sealed[name])
+        parent = str(path)
+        top = self._dir_entries(oid, path)
+        opened: dict[str, dict[str, str]] = {}
+        found: tuple[Node, str] | None = None
+        for kind in (KIND_FILE, KIND_DIR):
+            for raw in self.keys.name_sealings(name, parent, kind):
+                entry = self._find_sealed(oid, path, top, raw, opened).get(raw)
+                if entry is None:
+                    continue
+                if found is not None:
+                    # As load_dir refuses two entries opening to one name.
+                    raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+                found = Node(kind, entry), raw
+        return found
+
+    def open_dir(self, oid: str, path: MemoryPath) -> _Loaded | None:
+        """Directory tree ``oid`` at ``path`` loaded, if it is cached or one tree (loaded
+        then); None for a split directory not loaded (see :meth:`find`)."""
+        loaded = self._dirs.get((oid, path))
+        if loaded is None:
+            top = self._dir_entries(oid, path)
+            if not top or not buckets.is_bucket_like(top[0].name):
+                loaded = self.load_dir(oid, path, top)
+        return loaded
+
+    def replace_entries(self, oid: str, path: MemoryPath, changes: Mapping[str, str]) -> str:
+        """Split directory tree ``oid`` at ``path`` with the entries sealed as the keys of
+        ``changes`` (each found there by :meth:`find_sealed`) naming the trees its values name.
+
+        Only the trees on those entries' bucket paths are rewritten: the names stay, so the
+        shape (which depends on the names alone) stays, and the result is the tree
+        :meth:`write_dir` would write.
+        """
+        by_bits = [(buckets.entry_bits(raw), raw, new) for raw, new in changes.items()]
+        result = self._replaced(oid, 0, by_bits, path)
+        if path.is_root and self.meta_blob is not None:
+            self._stamped = (result, self.meta_blob)
+        self.wrote_split = True
+        return result
+
+    def _replaced(
+        self, tree: str, level: int, changes: list[tuple[int, str, str]], path: MemoryPath
+    ) -> str:
+        """Tree ``tree`` (``level`` bucket levels below its directory's) with ``changes``
+        (bits, sealed name, new tree id) made below it. Recursion, as nowhere else: its depth
+        is at most MAX_LEVELS, which every read of these trees (find) has checked."""
+        if level > buckets.MAX_LEVELS:
+            raise IntegrityError(f"directory {path} nests buckets too deep (tree {tree})")
+        entries = self.repo.read_tree(tree)
+        if level == 0 and path.is_root:
+            # As write_dir: every root tree this codec writes carries the current metadata.
+            entries = [e for e in entries if e.name != META_ENTRY]
+            if self.meta_blob is not None:
+                entries.append(TreeEntry(META_ENTRY, self.meta_blob, BLOB_MODE))
+        if any(buckets.is_bucket_like(e.name) for e in entries):
+            groups: dict[str, list[tuple[int, str, str]]] = {}
+            for change in changes:
+                name = buckets.bucket_name(buckets.bucket_of(change[0], level))
+                groups.setdefault(name, []).append(change)
+            entries = [
+                TreeEntry(e.name, self._replaced(e.oid, level + 1, groups[e.name], path), e.mode)
+                if e.name in groups
+                else e
+                for e in entries
+            ]
+        else:
+            new = {raw: oid for _, raw, oid in changes}
+            entries = [TreeEntry(e.name, new.get(e.name, e.oid), e.mode) for e in entries]
+        return self.repo.write_tree(entries)
+
+    def _find_sealed(
+        self,
+        oid: str,
+        path: MemoryPath,
+        top: list[TreeEntry],
+        raw: str,
+        opened: dict[str, dict[str, str]],
+    ) -> dict[str, str]:
+        """The entries (tree ids by sealed name) of the bucket of split directory tree ``oid``
+        (entries ``top``) that sealed name ``raw`` belongs in, empty if there is none; buckets
+        already opened are taken from ``opened`` (by tree id)."""
+        parent = str(path)
+        bits = buckets.entry_bits(raw)
+        entries, level, leaf = top, 0, oid
+        while entries and buckets.is_bucket_like(entries[0].name):
+            if level >= buckets.MAX_LEVELS:
+                raise IntegrityError(f"directory {parent} nests buckets too deep (tree {oid})")
+            wanted = buckets.bucket_name(buckets.bucket_of(bits, level))
+            below = None
+            for entry in entries:
+                if buckets.bucket_index(entry.name) is None or entry.mode != TREE_MODE:
+                    raise IntegrityError(
+                        f"directory {parent} holds a malformed bucket (tree {oid})"
+                    )
+                if entry.name == wanted:
+                    below = entry.oid
+            if below is None:
+                return {}
+            if below in opened:
+                return opened[below]
+            entries, level, leaf = self.repo.read_tree(below), level + 1, below
+            if not entries:
+                raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
+        prefix = buckets.prefix_of(bits, level)
+        found: dict[str, str] = {}
+        names: set[str] = set()
+        for entry in entries:
+            if entry.mode != TREE_MODE:
+                raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
+            name, kind = self._open_name(entry.name, parent, oid)
+            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in names:
+                raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+            if buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
+                raise IntegrityError(
+                    f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
+                )
+            names.add(name)
+            found[entry.name] = entry.oid
+        opened[leaf] = found
+        return found
+
+    def _dir_entries(self, oid: str, path: MemoryPath) -> list[TreeEntry]:
+        """The entries of directory tree ``oid`` at ``path``, the root's metadata blob left out
+        (and checked to be a blob)."""
+        top = self.repo.read_tree(oid)
+        if not path.is_root:
+            return top
+        for entry in top:
+            # The store's metadata, not a memory entry (format 2).
+            if entry.name == META_ENTRY and entry.mode != BLOB_MODE:
+                raise IntegrityError(f"the root tree {oid} holds a gitmem entry that is no blob")
+        return [entry for entry in top if entry.name != META_ENTRY]
+
+    def load_dir(self, oid: str, path: MemoryPath, top: list[TreeEntry] | None = None) -> _Loaded:
+        """Decrypt every entry of directory tree ``oid`` found at ``path`` (``top``: its
+        entries, when read already)."""
         key = (oid, path)
         cached = self._dirs.get(key)
         if cached is not None:
@@ -160,15 +312,8 @@ class TreeCodec:
         # to the same name and kind (it was authenticated when first opened).
         previous = self._latest.get(path)
         known = {} if previous is None else previous.by_sealed()
-        top = self.repo.read_tree(oid)
-        if path.is_root:
-            for entry in top:
-                # The store's metadata, not a memory entry (format 2).
-                if entry.name == META_ENTRY and entry.mode != BLOB_MODE:
-                    raise IntegrityError(
-                        f"the root tree {oid} holds a gitmem entry that is no blob"
-                    )
-            top = [entry for entry in top if entry.name != META_ENTRY]
+        if top is None:
+            top = self._dir_entries(oid, path)
         shape = buckets.Shape(0, oid)
         # The directory's tree, then its buckets (at most MAX_LEVELS deep): (tree, its
         # entries, how deep, the bucket indices that led there as one number, the previous
@@ -519,7 +664,7 @@ class Snapshot:
         for name in path.parts:
             if node.kind != KIND_DIR:
                 return None
-            found = self.codec.load_dir(node.oid, current).nodes.get(name)
+            found = self.codec.find(node.oid, current, name)
             if found is None:
                 return None
             node, current = found, current.child(name)
@@ -629,19 +774,57 @@ def changed_file_nodes(
 _D = TypeVar("_D")
 
 
+class _Unloaded(Mapping[str, Node]):
+    """The committed entries of a split directory an edit has not needed whole: each name is
+    looked up by its sealings (:meth:`TreeCodec.find_sealed`); iterating or counting them
+    loads the directory."""
+
+    def __init__(self, codec: TreeCodec, oid: str, path: MemoryPath) -> None:
+        self.codec = codec
+        self.oid = oid
+        self.path = path
+        self.loaded: _Loaded | None = None
+        # What each name looked up was found as (None: nothing), with its sealed name.
+        self.found: dict[str, tuple[Node, str] | None] = {}
+
+    def load(self) -> _Loaded:
+        """The whole directory (loaded once)."""
+        if self.loaded is None:
+            self.loaded = self.codec.load_dir(self.oid, self.path)
+        return self.loaded
+
+    def __getitem__(self, name: str) -> Node:
+        if self.loaded is not None:
+            return self.loaded.nodes[name]
+        if name not in self.found:
+            self.found[name] = self.codec.find_sealed(self.oid, self.path, name)
+        found = self.found[name]
+        if found is None:
+            raise KeyError(name)
+        return found[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.load().nodes)
+
+    def __len__(self) -> int:
+        return len(self.load().nodes)
+
+
 class _Entries(MutableMapping[str, "Node | _MutDir"]):
     """The entries of a directory being edited: the committed ones (``base``, never copied:
     a big directory's are shared, read-only) under the changes made since it was opened, with
     the names added and removed (so that the fold index of the tree it was opened from stays
     usable)."""
 
-    __slots__ = ("_len", "added", "base", "changed", "removed", "touched")
+    __slots__ = ("_grown", "added", "base", "changed", "removed", "touched")
 
     def __init__(self, base: Mapping[str, Node] | None = None) -> None:
         self.base: Mapping[str, Node] = {} if base is None else base
         # The entries set or deleted since (None: deleted).
         self.changed: dict[str, Node | _MutDir | None] = {}
-        self._len = len(self.base)
+        # Entries added less entries removed: the length is the base's plus this (a base not
+        # loaded is counted only if asked).
+        self._grown = 0
         self.added: set[str] = set()
         self.removed: set[str] = set()
         # Every name set or deleted: where the entries may differ from the base's.
@@ -679,12 +862,12 @@ class _Entries(MutableMapping[str, "Node | _MutDir"]):
         yield from (name for name, child in changed.items() if child is not None)
 
     def __len__(self) -> int:
-        return self._len
+        return len(self.base) + self._grown
 
     def __setitem__(self, name: str, child: Node | _MutDir) -> None:
         self.touched.add(name)
         if name not in self:
-            self._len += 1
+            self._grown += 1
             if name in self.removed:
                 self.removed.discard(name)
             else:
@@ -695,7 +878,7 @@ class _Entries(MutableMapping[str, "Node | _MutDir"]):
         if name not in self:
             raise KeyError(name)
         self.changed[name] = None
-        self._len -= 1
+        self._grown -= 1
         self.touched.add(name)
         if name in self.added:
             self.added.discard(name)
@@ -710,12 +893,22 @@ class _MutDir:
     sealed: Mapping[str, str] = field(default_factory=dict)
     # The committed directory this one was opened from (None: a new directory).
     base: _Loaded | None = None
+    # A split directory opened without loading it (base None until something needs it).
+    unloaded: _Unloaded | None = None
+
+    def load(self) -> None:
+        """Make ``base`` and ``sealed`` the whole committed directory's (if it was not loaded)."""
+        if self.unloaded is not None and self.base is None:
+            self.base = self.unloaded.load()
+            self.sealed = self.base.sealed
 
     def twins(self, name: str) -> list[str]:
         """The entries whose :func:`gitmem.paths.fold_name` key is ``name``'s (``name`` too, if
         present): the base tree's from its fold index, plus those added since."""
         key = paths.fold_name(name)
         found = []
+        # Every name of the directory is needed (a new name may fold onto any).
+        self.load()
         if self.base is not None:
             found = [n for n in self.base.folded().names.get(key, ()) if n in self.nodes]
         found += [n for n in self.nodes.added if paths.fold_name(n) == key]
@@ -753,7 +946,12 @@ class TreeEditor:
     def _open(self, path: MemoryPath, oid: str | None) -> _MutDir:
         if not oid:
             return _MutDir(path)
-        loaded = self.codec.load_dir(oid, path)
+        loaded = self.codec.open_dir(oid, path)
+        if loaded is None:
+            # A split directory: its entries are looked up one by one until an edit needs
+            # them all, so that replacing a file in a big directory costs that file's path.
+            unloaded = _Unloaded(self.codec, oid, path)
+            return _MutDir(path, _Entries(unloaded), unloaded=unloaded)
         return _MutDir(path, _Entries(loaded.nodes), loaded.sealed, loaded)
 
     def _descend(self, path: MemoryPath, *, create: bool) -> _MutDir | None:
@@ -956,13 +1154,22 @@ class TreeEditor:
                     if isinstance(child, _MutDir)
                 )
                 continue
-            base = directory.base
             changes: dict[str, Node | None] = {}
             for name in entries.touched:
                 child = entries.get(name)
                 changes[name] = (
                     Node(KIND_DIR, written.pop(id(child))) if isinstance(child, _MutDir) else child
                 )
+            replaced = self._replacements(directory, changes)
+            if replaced is not None:
+                unloaded = directory.unloaded
+                assert unloaded is not None
+                written[id(directory)] = self.codec.replace_entries(
+                    unloaded.oid, directory.path, replaced
+                )
+                continue
+            directory.load()
+            base = directory.base
             nodes = evolved({} if base is None else base.nodes, changes)
             written[id(directory)] = self.codec.write_dir(
                 directory.path,
@@ -972,3 +1179,21 @@ class TreeEditor:
                 None if base is None else (base, entries.touched),
             )
         return written[id(top)]
+
+    @staticmethod
+    def _replacements(
+        directory: _MutDir, changes: Mapping[str, Node | None]
+    ) -> dict[str, str] | None:
+        """For a split directory not loaded whose edit only pointed existing entries at new
+        trees of the same kind: the new tree ids by sealed entry name. None otherwise (the
+        directory is then written from its whole listing)."""
+        unloaded = directory.unloaded
+        if unloaded is None or unloaded.loaded is not None:
+            return None
+        replaced: dict[str, str] = {}
+        for name, node in changes.items():
+            before = unloaded.found.get(name)
+            if node is None or before is None or before[0].kind != node.kind:
+                return None
+            replaced[before[1]] = node.oid
+        return replaced
