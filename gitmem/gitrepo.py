@@ -67,8 +67,8 @@ from .fsutil import (
     syncfs,
     write_all,
 )
+from .pack import CHECKPOINT_DEFLATE_MIN, PackMerge, write_pack, zlib_stored
 from .pack import TMP_PREFIX as PACK_TMP_PREFIX
-from .pack import PackMerge, write_pack, zlib_stored
 
 # gitmem acknowledges a write only once it is durable (design.md, "Writing", step 7). Where
 # syncfs(2) exists, libgit2 writes without fsync: a write costs one fdatasync of the redo log
@@ -1012,6 +1012,7 @@ class GitRepo:
                 ((oid, kind, payload) for oid, (kind, payload) in objects.items()),
                 self.path / "objects" / "pack",
                 self.path,
+                deflate_min=CHECKPOINT_DEFLATE_MIN,
             )
             if tail is not None and tail.records:
                 assert tail.last is not None

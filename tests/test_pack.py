@@ -204,6 +204,42 @@ def test_versions_of_a_tree_are_deltas_no_deeper_than_the_limit(tmp_path: Path) 
     assert idx.with_suffix(".pack").stat().st_size < limit
 
 
+def test_a_bucket_tree_is_a_delta_of_its_own_last_version(tmp_path: Path) -> None:
+    """A split directory's top tree and its buckets all begin with bucket ``b00``: a bucket's
+    new version whose first entry changed is still found by its second entry (and one whose
+    first entry was removed by its new first), not lost among the others' versions."""
+    repo = bare(tmp_path)
+    blobs = [(b"blob", bytes([i])) for i in range(80)]
+    ids = [object_id(kind, payload) for kind, payload in blobs]
+    names = [f"b{i:02x}" for i in range(40)]
+
+    def bucket(offset: int, first: int) -> bytes:
+        return tree_bytes(
+            [
+                (b"100644", n, ids[first if i == 0 else (offset + i) % 80])
+                for i, n in enumerate(names)
+            ]
+        )
+
+    mine = bucket(0, 0)
+    others = [bucket(i, i) for i in range(1, 2 * pack._BASES_PER_KEY)]
+    first_changed = bucket(0, 79)
+    first_removed = tree_bytes([(b"100644", n, ids[i]) for i, n in enumerate(names) if i])
+    objects = [*blobs, *((b"tree", t) for t in (mine, *others, first_changed, first_removed))]
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    run = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+    )
+    bases = {f[0]: f[6] for f in map(str.split, run.stdout.splitlines()) if len(f) == 7}
+    assert bases[object_id(b"tree", first_changed)] == object_id(b"tree", mine)
+    assert bases[object_id(b"tree", first_removed)] in {
+        object_id(b"tree", mine),
+        object_id(b"tree", first_changed),
+    }
+
+
 def test_many_objects_sharing_fanout_bytes(tmp_path: Path) -> None:
     repo = bare(tmp_path)
     rng = random.Random(2)
@@ -279,6 +315,53 @@ def test_a_tree_over_the_deflate_limit_is_stored_whole(tmp_path: Path) -> None:
     packed = {oid: size for oid, _, _, size in verify_pack_rows(idx)}
     assert packed[object_id(b"tree", large)] > len(large)
     assert packed[object_id(b"tree", small)] < len(small) // 4
+
+
+def stored_whole(row: tuple[str, str, int, int]) -> bool:
+    """Whether a ``verify_pack_rows`` row of a whole object is a zlib stream of stored blocks:
+    its packed size is its size plus the stream's 11 bytes and the entry header's."""
+    _, _, size, packed = row
+    return packed >= size + 11
+
+
+def test_small_payloads_are_stored_in_a_checkpoints_pack(tmp_path: Path) -> None:
+    """Setting up a deflater costs more than a small tree or delta gains from it: with
+    ``deflate_min`` (a checkpoint's) those are stored, larger ones still deflated."""
+    blobs = [(b"blob", b"a"), (b"blob", b"b")]
+    one, other = (object_id(kind, payload) for kind, payload in blobs)
+    small = tree_bytes([(b"100644", "c00000000", one), (b"100644", "h", one)])
+    large = tree_bytes([(b"100644", f"n{i:03d}", one) for i in range(100)])
+    edited = tree_bytes([(b"100644", f"n{i:03d}", other if i == 50 else one) for i in range(100)])
+    objects = [*blobs, (b"tree", small), (b"tree", large), (b"tree", edited)]
+    deflated_delta = 0
+    for deflate_min in (0, pack.CHECKPOINT_DEFLATE_MIN):
+        repo = bare(tmp_path / str(deflate_min))
+        idx = write_pack(objects, repo / "objects" / "pack", repo, deflate_min=deflate_min)
+        assert idx is not None
+        check_pack(repo, idx, objects)
+        rows = {oid: row for row in verify_pack_rows(idx) for oid in [row[0]]}
+        seen = verify_pack(idx)
+        edited_id = object_id(b"tree", edited)
+        assert seen[edited_id][3] == 1  # a delta of large, of a few bytes
+        edited_packed = rows[edited_id][3]
+        assert len(small) < pack.CHECKPOINT_DEFLATE_MIN < len(large)
+        assert stored_whole(rows[object_id(b"tree", small)]) == (deflate_min > 0)
+        assert not stored_whole(rows[object_id(b"tree", large)])
+        if deflate_min:
+            assert edited_packed > deflated_delta  # its few bytes stored: 11 more
+        else:
+            deflated_delta = edited_packed
+
+
+def test_a_checkpoint_stores_its_small_entries(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(5):
+        store.create(f"/memories/n{i}.md", "x\n" * 400)
+    store.checkpoint()
+    (idx,) = sorted((repo_path / "objects" / "pack").glob("*.idx"), key=os.path.getmtime)[-1:]
+    rows = verify_pack_rows(idx, whole=True)
+    assert all(stored_whole(row) for row in rows if row[2] < pack.CHECKPOINT_DEFLATE_MIN)
+    assert any(not stored_whole(row) for row in rows if row[1] != "blob")
 
 
 def verify_pack_rows(idx: Path, *, whole: bool = False) -> list[tuple[str, str, int, int]]:
