@@ -30,7 +30,8 @@ import bench_commands
 
 import gitmem
 
-# The one command, run in the child: argv is STORE KEY KIND COMMAND VIA; prints CPU seconds.
+# The one command, run in the child: argv is STORE KEY NOTE COMMAND VIA; prints its CPU seconds
+# and the gitmem it imported.
 _CHILD = r"""
 import contextlib, io, sys, time
 store, key, note, command, via = sys.argv[1:6]
@@ -52,6 +53,7 @@ else:
     with contextlib.redirect_stdout(io.StringIO()):
         gitmem.cli.main(["--repo", store, *argv[command]], standalone_mode=False)
 print(time.process_time() - start)
+print(gitmem.__file__)
 """
 
 COMMANDS = [
@@ -67,14 +69,20 @@ COMMANDS = [
 def cold_cpu(store: Path, key: str, note: str, command: str, via: str) -> float:
     """CPU seconds of ``command`` in a new process (imports excluded)."""
     env = {**os.environ, "GITMEM_KEY": key}
+    # -P: the working directory is not put on the child's path (a gitmem checkout there would
+    # be imported instead of this script's).
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(store), key, note, command, via],
+        [sys.executable, "-P", "-c", _CHILD, str(store), key, note, command, via],
         env=env,
+        cwd=store.parent,
         check=True,
         capture_output=True,
         text=True,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    *_, cpu, module = out.stdout.strip().splitlines()
+    if module != gitmem.__file__:
+        raise SystemExit(f"the child imported {module}, not {gitmem.__file__}")
+    return float(cpu)
 
 
 def small_store(path: Path, key: str) -> None:
