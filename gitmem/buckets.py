@@ -94,7 +94,8 @@ def serialized(raw: str, oid: str) -> tuple[bytes, bytes]:
     return name + b"/", _TREE_ENTRY + name + b"\0" + bytes.fromhex(oid)
 
 
-@dataclass(eq=False)
+# Slots: a store keeps many shapes in its caches, and each would otherwise carry a dict.
+@dataclass(eq=False, slots=True)
 class Shape:
     """One tree of a directory: a leaf holds memory entries (``keys``/``entries`` in git's
     order, or None until read back from ``oid``), an inner tree holds ``buckets``.
@@ -185,6 +186,17 @@ def edit(
     # A leaf read lazily is filled in before it is copied (the copy has no id to read it by).
     if shape.buckets is None:
         _materialize(shape, read_leaf)
+        assert shape.keys is not None and shape.entries is not None
+        # One tree (every directory up to the threshold): splice its entry lists directly,
+        # without the walk down buckets below (a small directory's write, the common case).
+        keys, entries = list(shape.keys), list(shape.entries)
+        for raw in removed:
+            _remove(keys, entries, raw)
+        for raw, oid in added:
+            _insert(keys, entries, raw, oid)
+        if len(keys) > SPLIT_THRESHOLD:
+            return build(zip(keys, entries, strict=True))
+        return Shape(len(keys), None, keys, entries)
     top = shape.copy()
     copied = {id(top)}
 
@@ -211,18 +223,28 @@ def edit(
     for raw in removed:
         leaf = leaf_for(raw)
         assert leaf.keys is not None and leaf.entries is not None
-        key = raw.encode("utf-8") + b"/"
-        at = bisect_left(leaf.keys, key)
-        if at < len(leaf.keys) and leaf.keys[at] == key:
-            del leaf.keys[at], leaf.entries[at]
+        _remove(leaf.keys, leaf.entries, raw)
     for raw, oid in added:
         leaf = leaf_for(raw)
         assert leaf.keys is not None and leaf.entries is not None
-        key, entry = serialized(raw, oid)
-        at = bisect_left(leaf.keys, key)
-        leaf.keys.insert(at, key)
-        leaf.entries.insert(at, entry)
+        _insert(leaf.keys, leaf.entries, raw, oid)
     return _settle(top, 0, read_leaf)
+
+
+def _remove(keys: list[bytes], entries: list[bytes], raw: str) -> None:
+    """Sealed name ``raw``'s entry taken out of a leaf's ``keys``/``entries`` (if there)."""
+    key = raw.encode("utf-8") + b"/"
+    at = bisect_left(keys, key)
+    if at < len(keys) and keys[at] == key:
+        del keys[at], entries[at]
+
+
+def _insert(keys: list[bytes], entries: list[bytes], raw: str, oid: str) -> None:
+    """The entry of ``raw`` naming tree ``oid`` put into a leaf's ``keys``/``entries``."""
+    key, entry = serialized(raw, oid)
+    at = bisect_left(keys, key)
+    keys.insert(at, key)
+    entries.insert(at, entry)
 
 
 def _settle(node: Shape, level: int, read_leaf: LeafReader) -> Shape:
@@ -255,6 +277,11 @@ def store(
 ) -> str:
     """Write every unwritten tree of ``shape`` (children first) and return the top's id;
     ``extra`` (key, entry) is one more entry of the top tree (the root's metadata blob)."""
+    if shape.buckets is None and shape.oid is None:
+        # One tree: no walk (a small directory's write).
+        assert shape.keys is not None and shape.entries is not None
+        shape.oid = write_tree(_joined(shape.keys, shape.entries, extra))
+        return shape.oid
     # Depth first by hand, though MAX_LEVELS bounds the depth: the order is children first.
     stack: list[tuple[Shape, bool]] = [(shape, False)]
     while stack:
@@ -273,12 +300,18 @@ def store(
             keys = [_BUCKET_KEYS[index] for index in order]
             below = node.buckets
             parts = [_BUCKET_ENTRIES[index] + below[index].id_bytes() for index in order]
-        if node is shape and extra is not None:
-            at = bisect_left(keys, extra[0])
-            parts = [*parts[:at], extra[1], *parts[at:]]
-        node.oid = write_tree(b"".join(parts))
+        node.oid = write_tree(_joined(keys, parts, extra if node is shape else None))
     assert shape.oid is not None
     return shape.oid
+
+
+def _joined(keys: list[bytes], parts: list[bytes], extra: tuple[bytes, bytes] | None) -> bytes:
+    """A tree's bytes: ``parts`` in the order of ``keys``, with ``extra`` (key, entry) put in
+    its place."""
+    if extra is not None:
+        at = bisect_left(keys, extra[0])
+        parts = [*parts[:at], extra[1], *parts[at:]]
+    return b"".join(parts)
 
 
 def raw_names(shape: Shape) -> Iterator[str]:
