@@ -14,12 +14,11 @@ changed again (an edit copies what it changes), so versions share their unchange
 
 from __future__ import annotations
 
-import base64
-import binascii
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from .crypto import name_envelope
 from .errors import IntegrityError
 
 # Writers split a tree holding more entries than this: 128 short entries are about 8 KB, so a
@@ -66,11 +65,7 @@ def entry_bits(raw: str) -> int:
     ``raw`` is ``kind || base64url_nopad(0x01 || V || C)``, decoded the way the name envelope is
     opened; the bits are V's first three bytes, most significant bit first.
     """
-    body = raw[1:]
-    try:
-        envelope = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except (ValueError, binascii.Error):
-        raise IntegrityError("an entry name is not valid gitmem ciphertext") from None
+    envelope = name_envelope(raw)
     if len(envelope) < 18:
         raise IntegrityError("an entry name is not valid gitmem ciphertext")
     return int.from_bytes(envelope[1:4], "big")

@@ -92,6 +92,16 @@ def decode_key(key: str | bytes) -> bytes:
     return raw
 
 
+def name_envelope(entry: str) -> bytes:
+    """The name envelope of tree entry name ``entry`` (``kind || base64url_nopad(envelope)``),
+    decoded but not opened; :class:`IntegrityError` when it is not base64url text."""
+    body = entry[1:]
+    try:
+        return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (ValueError, TypeError):
+        raise IntegrityError("an entry name is not valid gitmem ciphertext") from None
+
+
 def _derive(master: bytes, store_id: bytes, purpose: bytes, length: int) -> bytes:
     return HKDF(
         algorithm=hashes.SHA256(), length=length, salt=store_id, info=b"gitmem/v1/" + purpose
@@ -188,11 +198,8 @@ class StoreKeys:
 
     def open_name(self, entry: str, parent: str) -> tuple[str, str]:
         """Decrypt a tree entry name made by :meth:`seal_name`; returns ``(name, kind)``."""
-        kind, body = entry[:1], entry[1:]
-        try:
-            ct = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        except (ValueError, TypeError):
-            raise IntegrityError("an entry name is not valid gitmem ciphertext") from None
+        kind = entry[:1]
+        ct = name_envelope(entry)
         if not ct or ct[0] != ENVELOPE_VERSION:
             raise IntegrityError("an entry name has an unknown envelope version")
         ad = [_NAME_AD, ct[:1], kind.encode(), parent.encode("utf-8")]
