@@ -1354,7 +1354,7 @@ class GitRepo:
     def remove_remote(self, name: str) -> None:
         """Remove remote ``name``; :class:`NotFound` if there is none."""
         if self.remote_url(name) is None:
-            raise NotFound(f"remote {name}")
+            raise NotFound(f"no remote named {name!r}")
         self._git.remotes.delete(name)
 
     def _anonymous(self, url: str) -> pygit2.Remote:

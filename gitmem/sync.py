@@ -83,10 +83,14 @@ def publish_local_remote(url: str, lock_timeout: float) -> None:
     is a gitmem store whose redo log holds writes (design.md, "The redo log"), publish them
     under its writer lock, since libgit2's transport reads only the published branch.
 
-    Raises :class:`RemoteError` when they cannot be published (a read-only store, its lock held
-    past ``lock_timeout``): reading the remote then would silently miss its latest writes.
+    Raises :class:`RemoteError` when there is no directory at that path (libgit2 would call it
+    an "unsupported URL protocol"), or when the writes cannot be published (a read-only store,
+    its lock held past ``lock_timeout``): reading the remote then would silently miss its
+    latest writes.
     """
     path = _local_path(url)
+    if path is not None and not path.is_dir():
+        raise RemoteError(f"cannot reach the remote {url}: no git repository there")
     if path is None or not GitRepo.log_pending_at(path):
         return
     try:

@@ -105,3 +105,28 @@ def test_conflict_lines_and_exit_codes(
     assert run(env, "--repo", str(a), "pull", str(other.path))[0] == 12
     code, _, err = run({"GITMEM_KEY": generate_key()}, "clone", str(origin), str(tmp_path / "c"))
     assert code == 4 and err.startswith("gitmem: error: ") and not (tmp_path / "c").exists()
+
+
+def test_unknown_remote_removal_names_the_remote(setup: tuple[Path, Path, dict[str, str]]) -> None:
+    a, _, env = setup
+    assert run(env, "--repo", str(a), "remote", "remove", "nosuch") == (
+        1,
+        "",
+        "gitmem: error: no remote named 'nosuch'\n",
+    )
+
+
+@pytest.mark.parametrize("where", ["none.git", "afile"])
+def test_a_local_remote_where_there_is_no_repository_says_so(
+    setup: tuple[Path, Path, dict[str, str]], tmp_path: Path, where: str
+) -> None:
+    # libgit2 reports a local path that does not exist as "unsupported URL protocol".
+    a, _, env = setup
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / where
+    for command in (["--repo", str(a), "push"], ["--repo", str(a), "pull"], ["clone"]):
+        args = [*command, str(target)] + ([str(tmp_path / "c.git")] if command == ["clone"] else [])
+        code, out, err = run(env, *args)
+        assert (code, out) == (10, ""), args
+        assert err == f"gitmem: error: cannot reach the remote {target}: no git repository there\n"
+    assert not (tmp_path / "c.git").exists() and not (tmp_path / "none.git").exists()
