@@ -27,6 +27,7 @@ from .errors import (
     NotFound,
     PathExists,
     UsageError,
+    shown_int,
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE
@@ -110,7 +111,8 @@ def log(
     follows renames: before an operation that moved a tracked path (or moved something into a
     tracked directory), the old name is tracked.
     ``since``/``until`` bound the recorded time (both inclusive); ``max_count`` stops after
-    that many matches. Streams: nothing waits for the end of the history.
+    that many matches (a negative one is a :class:`UsageError`). Streams: nothing waits for the
+    end of the history.
 
     A filter that can match nothing is a :class:`UsageError`, as in a revision: a ``command``
     that is not one of :data:`COMMANDS` (raised at once), and a ``session`` with no operation
@@ -118,6 +120,8 @@ def log(
     """
     if command is not None and command not in COMMANDS:
         raise UsageError(f"unknown command {shown_repr(command)}: one of {', '.join(COMMANDS)}")
+    if max_count is not None and max_count < 0:
+        raise UsageError(f"max_count must be 0 or more, not {shown_int(max_count)}")
     return _log(store, rev, as_paths(paths), session, command, since, until, max_count)
 
 

@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from . import history
 from . import paths as memory_paths
 from ._version import __version__
-from .errors import GitMemError
+from .errors import GitMemError, shown
 from .revisions import parse_time
 from .store import MemoryStore
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
@@ -159,6 +159,15 @@ def _arg(args: dict[str, Any], name: str, kind: type, default: Any = None) -> An
     return value
 
 
+def _check_parameters(tool: str, args: dict[str, Any], known: list[str]) -> None:
+    """Refuse an argument ``tool`` does not take: ignoring a misspelt filter (``paths`` for
+    ``path``) would answer with the whole history as if it were the filtered one."""
+    unknown = [name for name in args if name not in known]
+    if unknown:
+        takes = f"its parameters are: {', '.join(known)}" if known else "it takes no parameters"
+        raise ToolError(f"Error: {tool} has no parameter `{shown(unknown[0])}`; {takes}")
+
+
 def _lines(objects: Iterable[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(o, ensure_ascii=False, sort_keys=True) for o in objects)
 
@@ -179,6 +188,10 @@ class MemoryServer:
         }
         if allow_restore:
             self._audit["memory_restore"] = self._restore
+        self._parameters = {
+            tool.name: list(tool.input_schema["properties"])
+            for tool in (*AUDIT_TOOLS, RESTORE_TOOL)
+        }
 
     def tools(self) -> list[types.Tool]:
         """Every tool this server offers: ``memory``, the audit tools, restore if allowed."""
@@ -198,6 +211,7 @@ class MemoryServer:
             elif name in self._audit:
                 action = self._audit[name]
                 args = arguments or {}
+                _check_parameters(name, args, self._parameters[name])
                 text = await run_sync(lambda: self._commands.run(lambda: action(args)))
             else:
                 return _result(f"Error: no tool named {name!r}", error=True)

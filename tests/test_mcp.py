@@ -25,6 +25,7 @@ import gitmem
 from gitmem import history
 from gitmem.cli import main
 from gitmem.errors import NoStore
+from gitmem.mcp_server import MemoryServer
 
 AWS = "AKIA" + "IOSFODNN7" + "EXAMPLE"
 
@@ -345,3 +346,33 @@ def test_a_tool_over_an_open_store_takes_no_other_options(tmp_path: Path, key: s
     assert tool.store is store and tool.session == "s"
     with pytest.raises(TypeError):
         gitmem.GitMemoryTool(store, session="other")
+
+
+def test_audit_tools_refuse_what_they_would_silently_ignore(tmp_path: Path, key: str) -> None:
+    # A model that misspells a parameter (`paths` for `path`) or asks for a negative count
+    # must be told, not handed the whole unfiltered history (or none of it) as an answer.
+    store = gitmem.MemoryStore.open(tmp_path / "m.git", key, create=True, session="s")
+    store.create(gitmem.parse_path("/memories/a.md"), "a\n")
+    store.create(gitmem.parse_path("/memories/b.md"), "b\n")
+    server = MemoryServer(store, allow_restore=True)
+
+    def call(name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        return text_of(anyio.run(server.call, name, args))
+
+    assert call("memory_log", {"max_count": -1}) == (
+        True,
+        "Error: max_count must be 0 or more, not -1",
+    )
+    assert call("memory_log", {"paths": ["/memories/a.md"]}) == (
+        True,
+        "Error: memory_log has no parameter `paths`; its parameters are: rev, path, session, "
+        "command, since, until, max_count, patch",
+    )
+    assert call("memory_sessions", {"session": "s"}) == (
+        True,
+        "Error: memory_sessions has no parameter `session`; it takes no parameters",
+    )
+    assert call("memory_restore", {"rev": "HEAD~1", "path": "/memories/b.md"})[0] is True
+    assert [op.command for op in store.log()] == ["create", "create"]
+    assert call("memory_log", {"max_count": 0}) == (False, "")
+    assert call("memory_log", {"path": "/memories/a.md"})[0] is False
