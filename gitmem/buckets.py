@@ -108,6 +108,14 @@ class Shape:
     names: list[str] | None = None
     # ``oid`` as 20 bytes, once a parent tree has needed it.
     raw_id: bytes | None = None
+    # An inner tree's bytes (git's, without a root's metadata entry), once written by this
+    # process; in an unwritten copy, the bytes of the tree it was copied from. Its next version
+    # is these with the entries of ``changed`` spliced in (fixed-size entries, in bucket order):
+    # a directory's top tree and first-level buckets hold up to 64 entries each.
+    data: bytes | None = None
+    # In an unwritten copy of an inner tree: the buckets an edit changed (copied, added or
+    # emptied), the only ones to settle and to write.
+    changed: set[int] | None = None
 
     def id_bytes(self) -> bytes:
         """The written tree's id as git's tree entries hold it."""
@@ -118,12 +126,15 @@ class Shape:
 
     def copy(self) -> Shape:
         """An unwritten copy that an edit may change."""
+        if self.buckets is not None:
+            return Shape(
+                self.count, None, None, None, dict(self.buckets), data=self.data, changed=set()
+            )
         return Shape(
             self.count,
             None,
             None if self.keys is None else list(self.keys),
             None if self.entries is None else list(self.entries),
-            None if self.buckets is None else dict(self.buckets),
         )
 
 
@@ -193,24 +204,30 @@ def edit(
             return build(zip(keys, entries, strict=True))
         return Shape(len(keys), None, keys, entries)
     top = shape.copy()
-    copied = {id(top)}
+    # Each name's bucket bits, decoded once (a changed entry is removed and added again).
+    bits_of: dict[str, int] = {}
 
     def leaf_for(raw: str) -> Shape:
         node, level = top, 0
-        bits = -1
-        while node.buckets is not None:
-            if bits < 0:
-                bits = entry_bits(raw)
+        bits = bits_of.get(raw)
+        if bits is None:
+            bits = bits_of[raw] = entry_bits(raw)
+        while (below := node.buckets) is not None:
             index = bucket_of(bits, level)
-            child = node.buckets.get(index)
+            child = below.get(index)
             if child is None:
                 child = Shape(0, None, [], [])
-            elif id(child) not in copied:
+            elif child.oid is not None:
+                # Written, so shared with the version edited: copied (a leaf read first).
                 if child.buckets is None:
                     _materialize(child, read_leaf)
                 child = child.copy()
-            copied.add(id(child))
-            node.buckets[index] = child
+            else:
+                node, level = child, level + 1  # copied already by an earlier change
+                continue
+            below[index] = child
+            assert node.changed is not None  # every inner tree on the path is a copy
+            node.changed.add(index)
             node, level = child, level + 1
         _materialize(node, read_leaf)
         return node
@@ -253,14 +270,19 @@ def _settle(node: Shape, level: int, read_leaf: LeafReader) -> Shape:
         return node
     # Only the buckets an edit copied changed (a copy keeps the count it was made with): the
     # total follows from theirs, without a pass over all 64.
-    for index, child in [item for item in node.buckets.items() if item[1].oid is None]:
+    below = node.buckets
+    assert node.changed is not None  # an inner tree settled is an edit's copy
+    for index in node.changed:
+        child = below.get(index)
+        if child is None or child.oid is not None:
+            continue
         before = child.count
         child = _settle(child, level + 1, read_leaf)
         node.count += child.count - before
         if child.count:
-            node.buckets[index] = child
+            below[index] = child
         else:
-            del node.buckets[index]
+            del below[index]
     if node.count <= SPLIT_THRESHOLD:
         items = _items(node, read_leaf)
         return Shape(len(items), None, [k for k, _ in items], [e for _, e in items])
@@ -272,32 +294,45 @@ def store(
 ) -> str:
     """Write every unwritten tree of ``shape`` (children first) and return the top's id;
     ``extra`` (key, entry) is one more entry of the top tree (the root's metadata blob)."""
-    if shape.buckets is None and shape.oid is None:
-        # One tree: no walk (a small directory's write).
+    below = shape.buckets
+    if below is None:
+        # One tree (a small directory's write).
         assert shape.keys is not None and shape.entries is not None
         shape.oid = write_tree(_joined(shape.keys, shape.entries, extra))
         return shape.oid
-    # Depth first by hand, though MAX_LEVELS bounds the depth: the order is children first.
-    stack: list[tuple[Shape, bool]] = [(shape, False)]
-    while stack:
-        node, below_done = stack.pop()
-        if node.oid is not None and node is not shape:
-            continue
-        if not below_done and node.buckets is not None:
-            stack.append((node, True))
-            stack.extend((child, False) for child in node.buckets.values() if child.oid is None)
-            continue
-        if node.buckets is None:
-            assert node.keys is not None and node.entries is not None
-            keys, parts = node.keys, node.entries
-        else:
-            order = sorted(node.buckets)
-            keys = [_BUCKET_KEYS[index] for index in order]
-            below = node.buckets
-            parts = [_BUCKET_ENTRIES[index] + below[index].id_bytes() for index in order]
-        node.oid = write_tree(_joined(keys, parts, extra if node is shape else None))
-    assert shape.oid is not None
+    data = _inner_bytes(shape, below, write_tree)
+    shape.oid = write_tree(data if extra is None else _with(data, extra))
+    # Only now, the tree written: a failed write leaves the copy as it was.
+    shape.data, shape.changed = data, None
     return shape.oid
+
+
+def _write(node: Shape, write_tree: Callable[[bytes], str]) -> None:
+    """Write unwritten tree ``node`` below a directory's, and its unwritten trees first."""
+    below = node.buckets
+    if below is None:
+        assert node.entries is not None
+        node.oid = write_tree(b"".join(node.entries))
+        return
+    data = _inner_bytes(node, below, write_tree)
+    node.oid = write_tree(data)
+    node.data, node.changed = data, None
+
+
+def _inner_bytes(node: Shape, below: dict[int, Shape], write_tree: Callable[[bytes], str]) -> bytes:
+    """The bytes of inner tree ``node`` (holding ``below``), its unwritten buckets written;
+    recursive, at most :data:`MAX_LEVELS` deep."""
+    # An edit's copy changed no bucket but those it lists.
+    for index in below if node.changed is None else node.changed:
+        child = below.get(index)
+        if child is not None and child.oid is None:
+            _write(child, write_tree)
+    data = node.data
+    if data is None:
+        return b"".join([_BUCKET_ENTRIES[i] + below[i].id_bytes() for i in sorted(below)])
+    if node.changed:
+        return _spliced(data, node.changed, below)
+    return data
 
 
 def _joined(keys: list[bytes], parts: list[bytes], extra: tuple[bytes, bytes] | None) -> bytes:
@@ -307,6 +342,65 @@ def _joined(keys: list[bytes], parts: list[bytes], extra: tuple[bytes, bytes] | 
         at = bisect_left(keys, extra[0])
         parts = [*parts[:at], extra[1], *parts[at:]]
     return b"".join(parts)
+
+
+# An inner tree's entry: "40000 bXX\0" and the bucket's 20-byte id, the name's hex digits at
+# _HEX_AT. Lowercase hex sorts as the numbers do, so entries in bucket order are git's order.
+_INNER_ENTRY = len(_BUCKET_ENTRIES[0]) + 20
+_NAME_AT = len(_TREE_ENTRY)
+_HEX_AT = _NAME_AT + len(BUCKET_PREFIX)
+_BUCKET_HEX = [key[len(BUCKET_PREFIX) : -1] for key in _BUCKET_KEYS]
+
+
+def _spliced(old: bytes, changed: Iterable[int], buckets: dict[int, Shape]) -> bytes:
+    """Inner tree bytes ``old`` with the entries of buckets ``changed`` made what ``buckets``
+    holds now: replaced, added in their place, or dropped (no longer in ``buckets``)."""
+    parts = []
+    pos, end = 0, len(old)
+    count = end // _INNER_ENTRY
+    for index in sorted(changed):
+        # Bucket ``index``'s entry, or where it goes: after at least ``index`` minus the number
+        # of buckets missing, and at most ``index``, entries; binary search between.
+        hexed = _BUCKET_HEX[index]
+        lo, hi = max(pos // _INNER_ENTRY, index - (FANOUT - count)), min(index, count)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = mid * _INNER_ENTRY + _HEX_AT
+            if old[at : at + 2] < hexed:
+                lo = mid + 1
+            else:
+                hi = mid
+        at = lo * _INNER_ENTRY
+        parts.append(old[pos:at])
+        pos = at
+        if at < end and old[at + _HEX_AT : at + _HEX_AT + 2] == hexed:
+            pos += _INNER_ENTRY
+        child = buckets.get(index)
+        if child is not None:
+            parts.append(_BUCKET_ENTRIES[index] + child.id_bytes())
+    parts.append(old[pos:])
+    return b"".join(parts)
+
+
+def _with(data: bytes, extra: tuple[bytes, bytes]) -> bytes:
+    """Inner tree bytes ``data`` with ``extra`` (key, entry) put in its place."""
+    key, entry = extra
+
+    def key_at(index: int) -> bytes:
+        at = index * _INNER_ENTRY + _NAME_AT
+        return data[at : at + _HEX_AT + 2 - _NAME_AT] + b"/"
+
+    lo, hi = 0, len(data) // _INNER_ENTRY
+    if hi and key_at(hi - 1) < key:
+        lo = hi  # after every bucket: the root's metadata entry, "gitmem"
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if key_at(mid) < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    at = lo * _INNER_ENTRY
+    return b"".join((data[:at], entry, data[at:]))
 
 
 def raw_names(shape: Shape) -> Iterator[str]:

@@ -1,0 +1,195 @@
+"""A split directory's next version is written by splicing: an inner tree's bytes are its last
+version's with the changed buckets' entries replaced, added or dropped (gitmem/buckets.py).
+The result must be exactly the canonical tree written from scratch, whatever the edit (buckets
+split, merged, emptied, added), whether the version edited was written by this process or read
+back from the repository, and after a write that failed half way.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitmem import MemoryStore, buckets
+from gitmem.gitrepo import BLOB_MODE, TreeEntry, parse_tree, tree_bytes
+from gitmem.paths import parse
+
+EXTRA = (b"gitmem", b"100644 gitmem\0" + bytes(20))
+
+
+@pytest.fixture(autouse=True)
+def small_threshold(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # 3: a few hundred entries give two and three levels of buckets, and shrinking merges them.
+    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", 3)
+    yield
+
+
+class Trees:
+    """An object store of trees in memory: id -> bytes."""
+
+    def __init__(self) -> None:
+        self.trees: dict[str, bytes] = {}
+
+    def write(self, data: bytes) -> str:
+        oid = hashlib.sha1(b"tree %d\0" % len(data) + data).hexdigest()
+        self.trees[oid] = data
+        return oid
+
+    def read_leaf(self, oid: str) -> list[tuple[str, str]]:
+        return [(e.name, e.oid) for e in parse_tree(self.trees[oid], oid)]
+
+    def reloaded(self, oid: str) -> buckets.Shape:
+        """The shape a reader makes of tree ``oid``: no leaf read, no bytes kept."""
+        shape = buckets.Shape(0, oid)
+        stack = [shape]
+        while stack:
+            node = stack.pop()
+            assert node.oid is not None
+            entries = [e for e in parse_tree(self.trees[node.oid], node.oid) if e.name != "gitmem"]
+            if entries and buckets.bucket_index(entries[0].name) is not None:
+                node.buckets = {}
+                for entry in entries:
+                    index = buckets.bucket_index(entry.name)
+                    assert index is not None
+                    child = node.buckets[index] = buckets.Shape(0, entry.oid)
+                    stack.append(child)
+            else:
+                node.count = len(entries)
+                node.names = [e.name for e in entries]
+        buckets.recount(shape)
+        return shape
+
+
+def sealed_name(rng: random.Random) -> str:
+    """A random name shaped like a sealed entry name (kind, base64url of 0x01 || V || C)."""
+    kind = rng.choice("fd")
+    return kind + base64.urlsafe_b64encode(b"\x01" + rng.randbytes(24)).decode().rstrip("=")
+
+
+def random_id(rng: random.Random) -> str:
+    return rng.randbytes(20).hex()
+
+
+def written_inner_bytes(shape: buckets.Shape, trees: Trees, top_extra: bool) -> Iterator[bool]:
+    """For every written inner tree of ``shape``: its kept bytes are the bytes stored."""
+    stack = [(shape, top_extra)]
+    while stack:
+        node, with_extra = stack.pop()
+        if node.buckets is None or node.data is None:
+            continue
+        assert node.oid is not None and node.changed is None
+        stored = trees.trees[node.oid]
+        yield (stored.replace(EXTRA[1], b"") if with_extra else stored) == node.data
+        stack.extend((child, False) for child in node.buckets.values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spliced_trees_equal_trees_written_from_scratch(seed: int) -> None:
+    rng = random.Random(seed)
+    trees = Trees()
+    entries: dict[str, str] = {}
+    shape = buckets.build([])
+    buckets.store(shape, trees.write)
+    # Grow to a few hundred entries (two and three levels), then shrink to none, with
+    # replacements all along; now and then the version edited is one read back from the store.
+    sizes = [*range(0, 400, 37), *range(400, -1, -29), 0]
+    last_extra = False
+    for step, target in enumerate(sizes):
+        surplus = len(entries) - target
+        removed = rng.sample(sorted(entries), max(surplus, 0))
+        added = [(sealed_name(rng), random_id(rng)) for _ in range(-surplus)]
+        kept = sorted(set(entries) - set(removed))
+        for raw in rng.sample(kept, min(len(kept), rng.randint(0, 3))):
+            removed.append(raw)  # a changed entry: out and in again
+            added.append((raw, random_id(rng)))
+        for raw in removed:
+            del entries[raw]
+        entries.update(added)
+        if step % 3 == 2:
+            assert shape.oid is not None
+            shape = trees.reloaded(shape.oid)
+        before = dict(trees.trees)
+        extra = EXTRA if step % 2 else None
+        edited = buckets.edit(shape, removed, added, trees.read_leaf)
+        oid = buckets.store(edited, trees.write, extra)
+        fresh = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+        assert oid == buckets.store(fresh, Trees().write, extra), step
+        assert all(written_inner_bytes(edited, trees, extra is not None)), step
+        # The version edited is unchanged (shared with its readers): its trees are as they were.
+        assert all(written_inner_bytes(shape, trees, last_extra)), step
+        assert all(trees.trees[k] == v for k, v in before.items())
+        assert sorted(buckets.raw_names(edited)) == sorted(entries), step
+        shape, last_extra = edited, extra is not None
+
+
+def test_a_write_that_fails_half_way_leaves_the_edit_to_be_written_again() -> None:
+    rng = random.Random(7)
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(600)}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    top = buckets.store(shape, trees.write, EXTRA)
+    kept = shape.data
+    victim = next(iter(entries))
+    entries[victim] = random_id(rng)
+    edited = buckets.edit(shape, [victim], [(victim, entries[victim])], trees.read_leaf)
+    calls = 0
+
+    def failing(data: bytes) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the leaf and its bucket written, the top not
+            raise OSError("disk full")
+        return trees.write(data)
+
+    with pytest.raises(OSError):
+        buckets.store(edited, failing, EXTRA)
+    assert edited.oid is None and edited.changed  # still to be written, with what changed
+    assert shape.oid == top and shape.data == kept  # the version edited is untouched
+    fresh = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    assert buckets.store(edited, trees.write, EXTRA) == buckets.store(fresh, Trees().write, EXTRA)
+
+
+def test_two_writers_alternating_in_a_split_directory_write_canonical_trees(
+    repo_path: Path, key: str
+) -> None:
+    # Each process edits the version the other wrote (read back, no bytes kept) and then its
+    # own (spliced from the bytes it kept).
+    first = MemoryStore.open(repo_path, key, create=True)
+    second = MemoryStore.open(repo_path, key)
+    at = parse("/memories/d")
+    for i in range(60):
+        writer = first if i % 4 < 2 else second
+        writer.create(f"/memories/d/n{i}.md", str(i))
+        if i % 5 == 4:
+            writer.delete(f"/memories/d/n{i - 2}.md")
+        snapshot = writer.snapshot().lookup(at)
+        assert snapshot is not None
+        loaded = writer.codec.load_dir(snapshot.oid, at)
+        assert snapshot.oid == writer.codec.write_dir(at, dict(loaded.nodes), {}), i
+    assert first.verify().ok and second.verify().ok
+
+
+@pytest.mark.parametrize("name", ["a", "b1", "b3f0", "c", "gitmem"])
+def test_the_extra_entry_goes_where_git_sorts_it(name: str) -> None:
+    # The root's metadata entry ("gitmem") sorts after every bucket; any other is placed too.
+    rng = random.Random(name)
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(300)}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    blob = TreeEntry(name, "ab" * 20, BLOB_MODE)
+    extra = (name.encode(), tree_bytes([blob]))
+    top = buckets.store(shape, trees.write)
+    victim = next(iter(entries))
+    edited = buckets.edit(shape, [victim], [(victim, random_id(rng))], trees.read_leaf)
+    for oid in (
+        buckets.store(shape, trees.write, extra),
+        buckets.store(edited, trees.write, extra),
+    ):
+        stored = parse_tree(trees.trees[oid], oid)
+        assert trees.trees[oid] == tree_bytes(stored) and blob in stored
+    assert shape.data is not None and trees.write(shape.data) == top
