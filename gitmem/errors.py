@@ -60,7 +60,22 @@ class NotAFile(GitMemError):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        super().__init__(f"{path} is a directory, not a file")
+        super().__init__(self._describe(path))
+
+    @staticmethod
+    def _describe(path: str) -> str:
+        return f"{path} is a directory, not a file"
+
+
+class NotADirectory(NotAFile):
+    """A directory was needed (a listing, a parent of a new path) and ``path`` is a file.
+
+    A :class:`NotAFile` so that one ``except`` catches a path of either wrong kind.
+    """
+
+    @staticmethod
+    def _describe(path: str) -> str:
+        return f"{path} is a file, not a directory"
 
 
 class NoStore(GitMemError):

@@ -18,7 +18,7 @@ from typing import TypeVar, overload
 from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
 from .crypto import StoreKeys
-from .errors import IntegrityError, InvalidPath, NotAFile, NotFound, PathExists
+from .errors import IntegrityError, InvalidPath, NotADirectory, NotAFile, NotFound, PathExists
 from .format import (
     CHUNK_BLOB_OVERHEAD,
     COMPRESS_NONE,
@@ -699,7 +699,7 @@ class Snapshot:
         if node is None:
             raise NotFound(str(path))
         if node.kind != KIND_DIR:
-            raise NotAFile(str(path))
+            raise NotADirectory(str(path))
         rows: list[ListEntry] = []
         # A stack instead of recursion (as everywhere a tree is walked): depth is the data's.
         stack = self._visible_children(path, node, "", 1)
@@ -971,7 +971,7 @@ class TreeEditor:
             else:
                 if child.kind != KIND_DIR:
                     if create:
-                        raise NotAFile(str(child_path))
+                        raise NotADirectory(str(child_path))
                     return None
                 child = self._open(child_path, child.oid)
                 current.nodes[name] = child
@@ -1033,7 +1033,8 @@ class TreeEditor:
         return child.oid if isinstance(child, Node) and child.kind == KIND_FILE else None
 
     def ensure_parent(self, path: MemoryPath) -> _MutDir:
-        """Make every missing directory above ``path``; a file in the way is :class:`NotAFile`."""
+        """Make every missing directory above ``path``; a file in the way is
+        :class:`NotADirectory`."""
         parent = self._descend(path.parent, create=True)
         assert parent is not None
         return parent

@@ -10,7 +10,7 @@ import pytest
 
 import gitmem
 from gitmem import history, parse_path
-from gitmem.errors import ConflictError, InvalidPath, NotFound
+from gitmem.errors import ConflictError, InvalidPath, NotADirectory, NotAFile, NotFound
 from gitmem.gitrepo import BRANCH, Durability, GitRepo
 from gitmem.store import Change, NoChange, Operation
 from gitmem.textops import TextNotFound
@@ -250,3 +250,22 @@ def test_history_view_needs_no_tool_and_takes_either_path(store: gitmem.MemorySt
     assert str(missing.value) == (
         "The path /memories/nope.md does not exist. Please provide a valid path."
     )
+
+
+def test_a_path_of_the_wrong_kind_is_named_as_what_it_is(store: gitmem.MemoryStore) -> None:
+    # Both ways round: a directory where a file is needed, and a file where a directory is
+    # (its listing, or a parent of a new path); each message says which the path is.
+    store.create("/memories/a.md", "a\n")
+    store.create("/memories/d/b.md", "b\n")
+    head = store.head()
+    with pytest.raises(NotAFile, match=r"^/memories/d is a directory, not a file$"):
+        store.read_text("/memories/d")
+    with pytest.raises(NotADirectory, match=r"^/memories/a.md is a file, not a directory$"):
+        store.listing("/memories/a.md")
+    with pytest.raises(NotADirectory, match=r"^/memories/a.md is a file, not a directory$"):
+        store.create("/memories/a.md/x.md", "x")
+    with pytest.raises(NotADirectory, match=r"^/memories/a.md is a file, not a directory$"):
+        store.rename("/memories/d/b.md", "/memories/a.md/b.md")
+    assert store.head() == head
+    # One except clause still catches both: a NotADirectory is a NotAFile.
+    assert issubclass(NotADirectory, NotAFile) and NotADirectory.exit_code == 1
