@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import stat
 import struct
 import threading
@@ -2230,6 +2231,26 @@ class _Callbacks(pygit2.RemoteCallbacks):
         super().__init__()
         self.rejected: list[tuple[str, str]] = []
         self._offered: set[str] = set()
+        self.interrupted = False
+
+    # libgit2 calls these many times a second during a transfer: where an interrupt that
+    # _interruptible noted stops it (raised here, inside pygit2's wrapper, it aborts libgit2's
+    # operation and pygit2 raises it again when the operation returns).
+
+    def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
+        self._stop_if_interrupted()
+
+    def sideband_progress(self, string: str) -> None:
+        self._stop_if_interrupted()
+
+    def push_transfer_progress(
+        self, objects_pushed: int, total_objects: int, bytes_pushed: int
+    ) -> None:
+        self._stop_if_interrupted()
+
+    def _stop_if_interrupted(self) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
 
     def credentials(
         self, url: str, username_from_url: str | None, allowed_types: CredentialType
@@ -2266,12 +2287,43 @@ class _Callbacks(pygit2.RemoteCallbacks):
 
 @contextlib.contextmanager
 def _remote_errors(url: str, callbacks: _Callbacks) -> Iterator[None]:
-    """libgit2's transport failures as one :class:`RemoteError` line naming the URL."""
+    """libgit2's transport failures as one :class:`RemoteError` line naming the URL; Ctrl-C
+    stops the transfer (:func:`_interruptible`)."""
     try:
-        yield
+        with _interruptible(callbacks):
+            yield
     except (pygit2.GitError, OSError, KeyError, ValueError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise RemoteError(f"cannot reach the remote {url}: {detail}") from None
+
+
+@contextlib.contextmanager
+def _interruptible(callbacks: _Callbacks) -> Iterator[None]:
+    """Make SIGINT (Ctrl-C) stop a libgit2 transfer with :class:`KeyboardInterrupt`.
+
+    A signal that arrives while libgit2 runs is handled when libgit2 next calls back into
+    Python, at the first line of pygit2's callback wrapper, outside its ``try``: Python's own
+    KeyboardInterrupt raised there is printed and dropped by cffi, and the transfer goes on.
+    So, on the main thread and when SIGINT has Python's default handler, the signal only marks
+    ``callbacks``, whose progress callbacks raise it where pygit2 passes it on.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def note(_signum: int, _frame: object) -> None:
+        callbacks.interrupted = True
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if callbacks.interrupted:  # after the last callback: as if it came just after the transfer
+        raise KeyboardInterrupt
 
 
 def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:
