@@ -288,6 +288,17 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     return state.as_json
 
 
+class LocalPath(click.Path):
+    """A file system path argument; an empty one is refused. ``Path("")`` is ``.``, so
+    ``gitmem export HEAD "$OUT"`` with ``OUT`` unset would write the plaintext memory into
+    the working directory."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("an empty string is not a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def shared_options(*, repo_envvar: str | None = None) -> list[click.Option]:
     """The options of the group that every command also accepts after its name.
 
@@ -304,7 +315,7 @@ def shared_options(*, repo_envvar: str | None = None) -> list[click.Option]:
         ),
         click.Option(
             ["--key-file"],
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=LocalPath(path_type=Path, dir_okay=False),
             metavar="FILE",
             expose_value=False,
             callback=_set_key_file,
@@ -539,7 +550,7 @@ main.params.extend(
 
 
 @main.command()
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False, type=LocalPath(path_type=Path))
 @click.option("--print-key", is_flag=True, help="Print the new key once instead of saving it.")
 @json_option
 @pass_state
@@ -1062,6 +1073,8 @@ def export(
     /memories/a.md becomes DIR/a.md.
     """
     rev, target = rev_and_target(args, rev_option, "directory")
+    if not target:  # as LocalPath: not the working directory
+        raise UsageError("an empty string is not a path: give DIR")
     directory = Path(target)
     with progress_bar("export") as advance:
         summary = history.export(state.store(), directory, rev, force=force, progress=advance)
@@ -1078,7 +1091,7 @@ def export(
 
 @main.command("import")
 @click.argument(
-    "directory", metavar="DIR", type=click.Path(path_type=Path, exists=True, file_okay=False)
+    "directory", metavar="DIR", type=LocalPath(path_type=Path, exists=True, file_okay=False)
 )
 @click.option("--replace", is_flag=True, help="Also remove memory files that are not in DIR.")
 @json_option
@@ -1173,7 +1186,7 @@ def accept_store(state: CliState, as_json: bool) -> None:
 
 @main.command()
 @click.argument("url")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=LocalPath(path_type=Path))
 @json_option
 @pass_state
 def clone(state: CliState, url: str, path: Path, as_json: bool) -> None:
@@ -1305,7 +1318,7 @@ def sync(state: CliState, remote_name: str, as_json: bool) -> None:
 @click.option(
     "--store",
     "store_path",
-    type=click.Path(path_type=Path),
+    type=LocalPath(path_type=Path),
     help="Keep the demo store at PATH (its key is saved like `gitmem init` does).",
 )
 @click.option("--offline", is_flag=True, help="Use the scripted stand-in even with an API key.")

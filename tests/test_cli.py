@@ -688,3 +688,26 @@ def test_memory_text_cannot_drive_the_terminal(gm: Gitmem, monkeypatch: pytest.M
     assert blame.endswith(") title \\x1b]0;pwned\\x07 red \\x1b[31m\n")
     assert gm.ok("cat", "/memories/h.md") == hostile  # raw on request
     assert json.loads(gm.ok("cat", "/memories/h.md", "--json"))["text"] == hostile
+
+
+def test_an_empty_local_path_is_refused_not_taken_for_the_working_directory(
+    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `gitmem export HEAD "$OUT"` with OUT unset: Path("") is ".", so the plaintext memory
+    # went into the working directory (and `init ""` made a store there).
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    cases = [
+        ["export", ""],
+        ["export", "HEAD", "", "--force"],
+        ["init", ""],
+        ["clone", str(gm.repo), ""],
+        ["--key-file", "", "log"],
+        ["import", ""],
+    ]
+    for args in cases:
+        result = gm(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "an empty string is not a path" in result.stderr, (args, result.stderr)
+    assert list(work.iterdir()) == []
