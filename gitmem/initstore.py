@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .crypto import decode_key, generate_key
-from .errors import UsageError
+from .errors import StorageError, UsageError
+from .fsutil import fsync_dir
 from .keysource import ENV_KEY, ENV_KEY_FILE, resolve_key, user_key_path, write_key_file
 from .store import MemoryStore
 
@@ -48,13 +49,27 @@ def init_store(path: str | os.PathLike[str], *, save_key: bool = True) -> NewSto
         else None
     )
     key = resolve_key(None, None) if source else decode_key(generate_key())
-    store = MemoryStore.init(target, key)
-    if source is not None:
-        return NewStore(store, key, source, None)
-    if not save_key:
-        return NewStore(store, key, "none", None)
+    if source is not None or not save_key:
+        return NewStore(MemoryStore.init(target, key), key, source or "none", None)
+    # The key file is named after the store's id, which the store's creation draws; but a key
+    # directory that cannot be written must fail before there is a store nobody could open.
+    # So the key is saved first under a name of its own, and renamed once the id is known.
+    pending = user_key_path(f".new-{os.urandom(8).hex()}")
+    write_key_file(pending, key)
+    try:
+        store = MemoryStore.init(target, key)
+    except BaseException:
+        pending.unlink(missing_ok=True)
+        raise
     key_path = user_key_path(store.store_id)
-    write_key_file(key_path, key)
+    try:
+        os.rename(pending, key_path)
+        fsync_dir(key_path.parent)
+    except OSError as exc:
+        raise StorageError(
+            f"the store at {target} was made, but its key could not be given its name: "
+            f"{exc.strerror or exc}; it is in {pending}: rename that file to {key_path}"
+        ) from None
     return NewStore(store, key, "file", key_path)
 
 

@@ -550,6 +550,26 @@ def test_init_json_and_key_file(tmp_path: Path) -> None:
     assert (log.exit_code, log.stdout) == (0, "")
 
 
+def test_init_that_cannot_save_the_key_makes_no_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The key file's name is the store's id, so the store was made first: when the key could
+    # not be saved, a store nobody could open was left behind, and `init` refused to run again.
+    config = tmp_path / "config"
+    config.write_text("a file where the config directory should be")
+    monkeypatch.setenv("GITMEM_CONFIG_DIR", str(config))
+    target = tmp_path / "new.git"
+    result = CliRunner().invoke(main, ["init", str(target)])
+    assert result.exit_code == 1 and "nothing was changed" in result.stderr
+    assert not target.exists()
+    config.unlink()
+    again = CliRunner().invoke(main, ["init", str(target)])
+    assert again.exit_code == 0, again.output
+    assert [f.name for f in (config / "keys").iterdir()] == [
+        f"{MemoryStore.open(target).store_id}.key"
+    ]
+
+
 def test_accept_head_json(gm: Gitmem) -> None:
     c = gm.ids()
     assert json.loads(gm.ok("accept-head", "--json")) == {"commit": c[6], "seq": 7}
