@@ -15,7 +15,7 @@ changed again (an edit copies what it changes), so versions share their unchange
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from .crypto import name_envelope
@@ -127,8 +127,9 @@ class Shape:
     def copy(self) -> Shape:
         """An unwritten copy that an edit may change."""
         if self.buckets is not None:
+            # Positional: keyword arguments cost a copy of a 64-bucket tree a third more.
             return Shape(
-                self.count, None, None, None, dict(self.buckets), data=self.data, changed=set()
+                self.count, None, None, None, dict(self.buckets), None, None, self.data, set()
             )
         return Shape(
             self.count,
@@ -183,7 +184,7 @@ def build(items: Iterable[tuple[bytes, bytes]], level: int = 0) -> Shape:
 def edit(
     shape: Shape,
     removed: Iterable[str],
-    added: Iterable[tuple[str, str]],
+    added: Collection[tuple[str, str]],
     read_leaf: LeafReader,
 ) -> Shape:
     """``shape`` (written, canonical) without the sealed names ``removed`` and with the
@@ -232,15 +233,22 @@ def edit(
         _materialize(node, read_leaf)
         return node
 
-    for raw in removed:
+    # A name both removed and added is an entry pointing at a new tree (a write below it, the
+    # common case): replaced in place, so no count changes and nothing is settled.
+    gone = set(removed)
+    resized = False
+    for raw in gone.difference(raw for raw, _ in added):
         leaf = leaf_for(raw)
         assert leaf.keys is not None and leaf.entries is not None
         _remove(leaf.keys, leaf.entries, raw)
+        resized = True
     for raw, oid in added:
         leaf = leaf_for(raw)
         assert leaf.keys is not None and leaf.entries is not None
-        _insert(leaf.keys, leaf.entries, raw, oid)
-    return _settle(top, 0, read_leaf)
+        if raw not in gone or not _replace(leaf.keys, leaf.entries, raw, oid):
+            _insert(leaf.keys, leaf.entries, raw, oid)
+            resized = True
+    return _settle(top, 0, read_leaf) if resized else top
 
 
 def _remove(keys: list[bytes], entries: list[bytes], raw: str) -> None:
@@ -249,6 +257,16 @@ def _remove(keys: list[bytes], entries: list[bytes], raw: str) -> None:
     at = bisect_left(keys, key)
     if at < len(keys) and keys[at] == key:
         del keys[at], entries[at]
+
+
+def _replace(keys: list[bytes], entries: list[bytes], raw: str, oid: str) -> bool:
+    """Point sealed name ``raw``'s entry in a leaf at tree ``oid``; False if it is not there."""
+    key, entry = serialized(raw, oid)
+    at = bisect_left(keys, key)
+    if at < len(keys) and keys[at] == key:
+        entries[at] = entry
+        return True
+    return False
 
 
 def _insert(keys: list[bytes], entries: list[bytes], raw: str, oid: str) -> None:
@@ -352,17 +370,18 @@ _HEX_AT = _NAME_AT + len(BUCKET_PREFIX)
 _BUCKET_HEX = [key[len(BUCKET_PREFIX) : -1] for key in _BUCKET_KEYS]
 
 
-def _spliced(old: bytes, changed: Iterable[int], buckets: dict[int, Shape]) -> bytes:
+def _spliced(old: bytes, changed: Collection[int], buckets: dict[int, Shape]) -> bytes:
     """Inner tree bytes ``old`` with the entries of buckets ``changed`` made what ``buckets``
     holds now: replaced, added in their place, or dropped (no longer in ``buckets``)."""
     parts = []
     pos, end = 0, len(old)
-    count = end // _INNER_ENTRY
-    for index in sorted(changed):
+    missing = FANOUT - end // _INNER_ENTRY
+    for index in sorted(changed) if len(changed) > 1 else changed:
         # Bucket ``index``'s entry, or where it goes: after at least ``index`` minus the number
-        # of buckets missing, and at most ``index``, entries; binary search between.
+        # of buckets missing, and at most ``index``, entries (in a full tree, exactly
+        # ``index``); a binary search between.
         hexed = _BUCKET_HEX[index]
-        lo, hi = max(pos // _INNER_ENTRY, index - (FANOUT - count)), min(index, count)
+        lo, hi = max(pos // _INNER_ENTRY, index - missing), min(index, FANOUT - missing)
         while lo < hi:
             mid = (lo + hi) // 2
             at = mid * _INNER_ENTRY + _HEX_AT
@@ -390,9 +409,10 @@ def _with(data: bytes, extra: tuple[bytes, bytes]) -> bytes:
         at = index * _INNER_ENTRY + _NAME_AT
         return data[at : at + _HEX_AT + 2 - _NAME_AT] + b"/"
 
-    lo, hi = 0, len(data) // _INNER_ENTRY
-    if hi and key_at(hi - 1) < key:
-        lo = hi  # after every bucket: the root's metadata entry, "gitmem"
+    hi = len(data) // _INNER_ENTRY
+    if not hi or key_at(hi - 1) < key:
+        return data + entry  # after every bucket: the root's metadata entry, "gitmem"
+    lo = 0
     while lo < hi:
         mid = (lo + hi) // 2
         if key_at(mid) < key:
