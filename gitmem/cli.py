@@ -40,7 +40,6 @@ from .keysource import (
     ENV_KEY_FILE,
     ENV_PASSPHRASE,
     read_key_file,
-    user_key_path,
     write_key_file,
 )
 from .paths import MemoryPath
@@ -1331,6 +1330,8 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
     for the Messages API on 127.0.0.1, not from Claude; the SDK's real tool runner drives the
     real GitMemoryTool either way.
     """
+    from anthropic import APIError
+
     from .demo.progress_log import run_store_demo
 
     use_real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not offline
@@ -1339,18 +1340,34 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="gitmem-demo-") as scratch:
         repo = store_path or Path(scratch) / "memory.git"
         key = generate_key()
+        key_place = ""
+        if store_path is not None:
+            # Made and its key saved (as by `gitmem init`) before the demo writes: a demo that
+            # fails half-way still leaves a store that opens.
+            made = init_store(repo)
+            key = encode_key(made.key)
+            key_place = f"in {made.key_file}" if made.key_file else f"the one in {made.key_source}"
         state_dir = Path(scratch) / "state"
-        run_store_demo(
-            repo, key, out=sys.stdout, use_real_api=use_real_api, model=model, state_dir=state_dir
-        )
+        try:
+            run_store_demo(
+                repo,
+                key,
+                out=sys.stdout,
+                use_real_api=use_real_api,
+                model=model,
+                state_dir=state_dir,
+            )
+        except APIError as exc:
+            raise GitMemError(
+                f"the Anthropic API could not be used ({type(exc).__name__}: {exc}); "
+                "`gitmem demo --offline` runs the demo with the scripted stand-in instead"
+            ) from None
         store = MemoryStore.open(repo, key, state_dir=state_dir)
         click.echo("\n$ gitmem log")
         for line in _log_text(store, store.log(), stat=False, patch=False):
             click.echo(line)
         if store_path is not None:
-            key_path = user_key_path(store.store_id)
-            write_key_file(key_path, decode_key(key))
-            click.echo(f"\nThe store is at {repo}; its key is in {key_path}.")
+            click.echo(f"\nThe store is at {repo}; its key is {key_place}.")
             click.echo(f"Try: gitmem --repo {repo} log --json")
         else:
             click.echo("\nThe demo store was temporary; `gitmem demo --store PATH` keeps one.")

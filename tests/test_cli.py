@@ -3,6 +3,7 @@ command for exit codes, piping and colour."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -14,11 +15,13 @@ from typing import Any
 
 import click
 import pytest
+from anthropic import Anthropic
 from click.testing import CliRunner, Result
 from test_history import built_once
 
 from gitmem import MemoryStore, cli, parse_path
 from gitmem.cli import main
+from gitmem.demo import progress_log
 from gitmem.gitrepo import BRANCH, META_REF, GitRepo
 
 
@@ -731,3 +734,23 @@ def test_an_empty_local_path_is_refused_not_taken_for_the_working_directory(
         assert result.exit_code == 2, (args, result.output)
         assert "an empty string is not a path" in result.stderr, (args, result.stderr)
     assert list(work.iterdir()) == []
+
+
+def test_demo_with_an_api_it_cannot_reach_says_so_and_keeps_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With ANTHROPIC_API_KEY set and the API out of reach (offline, a proxy, a bad key), the
+    # demo printed the SDK's traceback; with --store it left a store whose key was never saved.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:1")  # nothing listens there
+    monkeypatch.setattr(progress_log, "Anthropic", functools.partial(Anthropic, max_retries=0))
+    monkeypatch.delenv("GITMEM_KEY", raising=False)
+    target = tmp_path / "demo.git"
+    result = CliRunner().invoke(main, ["demo", "--store", str(target)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("gitmem: error: the Anthropic API could not be used (")
+    assert "gitmem demo --offline" in last and "Traceback" not in result.stderr
+    store = MemoryStore.open(target)  # its key was saved, as `gitmem init` saves one
+    assert store.head() is None or store.verify().ok
