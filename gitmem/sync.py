@@ -310,6 +310,10 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
             raise PushRejected(
                 f"the remote {url} has commits this replica lacks; pull or sync first"
             )
+        if META_REF not in heads:
+            # Its store is named in its head's tree, or it is no gitmem store (whose commit,
+            # left here by a refused pull, would fail authentication as if forged).
+            _identify(store, remote_head, None, url)
         theirs = store.read_operation(remote_head)
     _check_remote_head(store, marks, theirs, url)
     if (

@@ -305,3 +305,21 @@ def test_ctrl_c_during_a_transfer_stops_it_and_leaves_nothing(
             time.sleep(0.05)  # a signal that came too late is raised here, and fails below
     assert not target.exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_push_to_a_project_repository_after_a_refused_pull_is_not_called_forged(
+    first: MemoryStore, tmp_path: Path
+) -> None:
+    # A refused pull leaves the remote's objects here (inert); the push then read the remote's
+    # project commit as a gitmem record: "failed authentication (forged, altered or spliced)".
+    project = tmp_path / "project"
+    git("init", "-q", "-b", "main", str(project))
+    (project / "README").write_text("hello\n")
+    git("-C", str(project), "add", "README")
+    git("-C", str(project), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x")
+    head = first.head()
+    for action in (first.pull, first.push, first.sync):
+        with pytest.raises(NotAStoreRemote, match="is a git repository but not a gitmem store"):
+            action(str(project))
+    assert first.head() == head and first.verify().ok
+    assert git("-C", str(project), "log", "--format=%s") == "x"
