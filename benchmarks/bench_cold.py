@@ -8,8 +8,9 @@ notes in ``/memories``, ``bench_commands``' flat store (N notes in ``/memories``
 100-directory store, then for each run and store starts one fresh Python process per command:
 it imports gitmem, then opens the store and runs the one command, timing only that (process
 CPU time): ``view`` of one note, ``view /memories`` (every file's size: what it touches),
-``str_replace`` of a line of that note (through ``GitMemoryTool``), and a ``create`` of a new
-note next to it; ``view`` and ``view /memories`` again through the CLI (``gitmem view``). Prints
+``str_replace`` of a line of that note (through ``GitMemoryTool``), a ``create`` of a new
+note next to it and a ``delete`` of another note there (a different one each run, at most
+14 runs); ``view`` and ``view /memories`` again through the CLI (``gitmem view``). Prints
 each median in milliseconds and its ratio to the small store's. Compare two versions of gitmem
 by running this script from each (its own ``gitmem`` is the one imported).
 """
@@ -30,11 +31,11 @@ import bench_commands
 
 import gitmem
 
-# The one command, run in the child: argv is STORE KEY NOTE COMMAND VIA; prints its CPU seconds
-# and the gitmem it imported.
+# The one command, run in the child: argv is STORE KEY NOTE COMMAND VIA VICTIM (the note a
+# delete removes); prints its CPU seconds and the gitmem it imported.
 _CHILD = r"""
 import contextlib, io, sys, time
-store, key, note, command, via = sys.argv[1:6]
+store, key, note, command, via, victim = sys.argv[1:7]
 import gitmem, gitmem.cli, gitmem.tool
 folder = note.rsplit("/", 1)[0]
 new = folder + "/new-" + str(time.time_ns()) + ".md"
@@ -44,6 +45,7 @@ calls = {
     "str_replace": {"command": "str_replace", "path": note,
                     "old_str": "status: in progress", "new_str": "status: in progress "},
     "create": {"command": "create", "path": new, "file_text": "a new note\n"},
+    "delete": {"command": "delete", "path": victim},
 }
 argv = {"view": ["view", note], "view-dir": ["view", "/memories"]}
 start = time.process_time()
@@ -61,18 +63,20 @@ COMMANDS = [
     ("view-dir", "tool"),
     ("str_replace", "tool"),
     ("create", "tool"),
+    ("delete", "tool"),
     ("view", "cli"),
     ("view-dir", "cli"),
 ]
 
 
-def cold_cpu(store: Path, key: str, note: str, command: str, via: str) -> float:
-    """CPU seconds of ``command`` in a new process (imports excluded)."""
+def cold_cpu(store: Path, key: str, note: str, command: str, via: str, victim: str) -> float:
+    """CPU seconds of ``command`` in a new process (imports excluded); a delete removes
+    ``victim``."""
     env = {**os.environ, "GITMEM_KEY": key}
     # -P: the working directory is not put on the child's path (a gitmem checkout there would
     # be imported instead of this script's).
     out = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, str(store), key, note, command, via],
+        [sys.executable, "-P", "-c", _CHILD, str(store), key, note, command, via, victim],
         env=env,
         cwd=store.parent,
         check=True,
@@ -105,19 +109,31 @@ def main(argv: list[str] | None = None) -> int:
         key = gitmem.generate_key()
         if args.grown_cache is not None:
             key = bench_commands.cached_key(args.grown_cache, key)
-        stores = {"small": (base / "small.git", "/memories/f5.md")}
+        # Each store: its path, the note viewed and edited, the notes deleted (one a run).
+        stores = {
+            "small": (
+                base / "small.git",
+                "/memories/f5.md",
+                [bench_commands.grown_path(6 + run, True) for run in range(args.runs)],
+            )
+        }
+        if args.runs > 14:
+            parser.error("--runs: at most 14 (the small store's notes to delete)")
         small_store(stores["small"][0], key)
         middle = args.files // 2
         for name, flat in (("flat", True), ("100 dirs", False)):
             path = base / f"{name.replace(' ', '-')}.git"
             bench_commands.built_store(path, key, args.files, flat, args.grown_cache)
-            stores[name] = (path, bench_commands.grown_path(middle, flat))
+            victims = [
+                bench_commands.grown_path(middle + 1 + run, flat) for run in range(args.runs)
+            ]
+            stores[name] = (path, bench_commands.grown_path(middle, flat), victims)
         samples: dict[str, dict[str, list[float]]] = {name: {} for name in stores}
-        for _ in range(args.runs):
+        for run in range(args.runs):
             for command, via in COMMANDS:
                 label = f"{command} ({via})"
-                for name, (path, note) in stores.items():
-                    cpu = cold_cpu(path, key, note, command, via)
+                for name, (path, note, victims) in stores.items():
+                    cpu = cold_cpu(path, key, note, command, via, victims[run])
                     samples[name].setdefault(label, []).append(cpu)
     medians = {
         name: {label: statistics.median(values) * 1e3 for label, values in rows.items()}

@@ -67,6 +67,13 @@ class BoundedCache(Generic[K, V]):
                 oldest = next(iter(self._items))
                 self._weight -= self._items.pop(oldest)[1]
 
+    def discard(self, key: K) -> None:
+        """Forget the entry under ``key``, if there is one."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:

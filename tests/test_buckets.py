@@ -216,6 +216,102 @@ def test_a_new_version_reads_only_the_buckets_that_changed(
     assert "new.md" in loaded.nodes and "n3.md" not in loaded.nodes
 
 
+def test_a_superseded_version_is_dropped_and_still_reads_back(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = split_dir(repo_path, key, 60)
+    at = parse("/memories/d")
+    old = node_at(store, "/memories/d")
+    before = store.snapshot()
+    assert (old, at) in store.codec._dirs  # written by this process: cached
+    store.create("/memories/d/new.md", "x")
+    store.delete("/memories/d/n3.md")
+    new = node_at(store, "/memories/d")
+    # The writer drops the version it edited from, and keeps the one it wrote.
+    assert (old, at) not in store.codec._dirs and (new, at) in store.codec._dirs
+    expected = dict(fresh_codec(store).load_dir(old, at).nodes)
+    changed = placed_trees(store, old) - placed_trees(store, new)
+    node = before.lookup(at)
+    assert node is not None and node.oid == old
+    reads: list[str] = []
+    real = store.repo.read_tree
+
+    def counting(oid: str) -> list[TreeEntry]:
+        reads.append(oid)
+        return real(oid)
+
+    monkeypatch.setattr(store.repo, "read_tree", counting)
+    # An older snapshot still reads as it was, reopened from the newer version: only the
+    # trees that differ from it are read again.
+    listed = dict(before.children(at, node))
+    assert listed == expected
+    assert "n3.md" in listed and "new.md" not in listed
+    assert 0 < len(reads) <= len(changed)
+    assert before.read_text(parse("/memories/d/n3.md")) == "3"
+    assert sorted(store.files()) == sorted(
+        [f"/memories/d/n{i}.md" for i in range(60) if i != 3] + ["/memories/d/new.md"]
+    )
+
+
+def test_a_failed_commit_leaves_the_caches_reading_the_head(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = split_dir(repo_path, key, 60)
+    head = store.head_operation()
+
+    def failing(*args: object, **kwargs: object) -> object:
+        raise OSError("disk full")
+
+    # The trees are written and cached, the version edited from dropped: then the commit fails.
+    monkeypatch.setattr(store, "_commit", failing)
+    with pytest.raises(OSError):
+        store.create("/memories/d/new.md", "x")
+    monkeypatch.undo()
+    assert store.head_operation() == head
+    assert "/memories/d/new.md" not in store.files() and len(store.files()) == 60
+    store.delete("/memories/d/n5.md")
+    store.create("/memories/d/other.md", "z")
+    expected = {f"/memories/d/n{i}.md" for i in range(60) if i != 5} | {"/memories/d/other.md"}
+    assert set(store.files()) == expected
+    assert set(MemoryStore.open(repo_path, key).files()) == expected
+    assert store.verify().ok
+
+
+def test_a_removal_in_a_split_directory_not_loaded_rewrites_its_bucket_path(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(buckets, "SPLIT_THRESHOLD", 2)  # nested buckets, emptied and merged
+    store = MemoryStore.open(repo_path, key, create=True)
+    names = [f"note{i}.md" for i in range(90)]
+    for name in names:
+        store.create(f"/memories/d/{name}", name)
+    at = parse("/memories/d")
+    loads: list[MemoryPath] = []
+    real = TreeCodec.load_dir
+
+    def counting(self: TreeCodec, oid: str, path: MemoryPath, top: object = None) -> object:
+        if path == at:
+            loads.append(path)
+        return real(self, oid, path, top)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TreeCodec, "load_dir", counting)
+    path_only = 0
+    for count in range(len(names), 1, -1):
+        fresh = MemoryStore.open(repo_path, key)  # a new process: nothing loaded
+        loads.clear()
+        fresh.delete(f"/memories/d/{names[count - 1]}")
+        path_only += not loads
+        oid = node_at(store, "/memories/d")
+        # The tree the whole listing gives: emptied buckets dropped, merges where due.
+        assert oid == fresh_id(store, "/memories/d"), count
+        assert (depth(store, oid) > 0) == (count - 1 > 2), count
+    # Most removals kept every tree on their path over the threshold: none loaded the
+    # directory; those that had a tree fall to it loaded it, to merge its buckets.
+    assert path_only > len(names) // 2 and path_only < len(names) - 2
+    assert sorted(store.files()) == ["/memories/d/note0.md"]
+    assert store.verify().ok
+
+
 # -- hostile trees ------------------------------------------------------------------------------
 
 
