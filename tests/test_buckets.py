@@ -86,6 +86,19 @@ def fresh_codec(store: MemoryStore) -> TreeCodec:
     return TreeCodec(store.repo, store.keys)
 
 
+def tree_reads(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the trees ``store`` reads from now on, in order."""
+    reads: list[str] = []
+    real = store.repo.read_tree
+
+    def counting(oid: str) -> list[TreeEntry]:
+        reads.append(oid)
+        return real(oid)
+
+    monkeypatch.setattr(store.repo, "read_tree", counting)
+    return reads
+
+
 def test_growing_and_shrinking_keeps_one_canonical_tree(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,14 +211,7 @@ def test_a_new_version_reads_only_the_buckets_that_changed(
     store.create("/memories/d/new.md", "x")
     store.delete("/memories/d/n3.md")
     new = node_at(store, "/memories/d")
-    reads: list[str] = []
-    real = reader.repo.read_tree
-
-    def counting(oid: str) -> list[TreeEntry]:
-        reads.append(oid)
-        return real(oid)
-
-    monkeypatch.setattr(reader.repo, "read_tree", counting)
+    reads = tree_reads(reader, monkeypatch)
     loaded = reader.codec.load_dir(new, at)
     # The trees that changed at their place (the top tree and the buckets on the two changed
     # paths, more where a bucket split or merged back: that depends on the key), not all.
@@ -233,14 +239,7 @@ def test_a_superseded_version_is_dropped_and_still_reads_back(
     changed = placed_trees(store, old) - placed_trees(store, new)
     node = before.lookup(at)
     assert node is not None and node.oid == old
-    reads: list[str] = []
-    real = store.repo.read_tree
-
-    def counting(oid: str) -> list[TreeEntry]:
-        reads.append(oid)
-        return real(oid)
-
-    monkeypatch.setattr(store.repo, "read_tree", counting)
+    reads = tree_reads(store, monkeypatch)
     # An older snapshot still reads as it was, reopened from the newer version: only the
     # trees that differ from it are read again.
     listed = dict(before.children(at, node))
