@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from . import history
 from . import paths as memory_paths
 from ._version import __version__
-from .errors import GitMemError, shown
+from .errors import GitMemError, UsageError, shown
 from .revisions import parse_time
 from .store import MemoryStore
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
@@ -261,9 +261,11 @@ class MemoryServer:
             raise ToolError("Error: `paths` must be a list of strings")
         paths = None if raw_paths is None else [memory_paths.parse(p) for p in raw_paths]
         if _arg(args, "dry_run", bool, False):
+            if paths == []:  # as restore refuses it: an empty list is not "everything"
+                raise UsageError("give at least one path to restore")
             changes = history.restore_preview(self.store, rev, paths or [])
             return _lines(c.to_json(with_diff=True) for c in changes)
-        return _lines([self.store.restore(rev, paths or None).to_json()])
+        return _lines([self.store.restore(rev, paths).to_json()])
 
 
 def _result(text: str, *, error: bool = False) -> types.CallToolResult:

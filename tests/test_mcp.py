@@ -376,3 +376,19 @@ def test_audit_tools_refuse_what_they_would_silently_ignore(tmp_path: Path, key:
     assert [op.command for op in store.log()] == ["create", "create"]
     assert call("memory_log", {"max_count": 0}) == (False, "")
     assert call("memory_log", {"path": "/memories/a.md"})[0] is False
+
+
+def test_restore_with_an_empty_paths_list_is_refused_as_by_the_library(
+    tmp_path: Path, key: str
+) -> None:
+    # `paths: []` (a model's filtered list that came out empty) restored the whole memory:
+    # the server turned it into "no paths given"; MemoryStore.restore refuses an empty list.
+    store = gitmem.MemoryStore.open(tmp_path / "m.git", key, create=True, session="s")
+    store.create(gitmem.parse_path("/memories/a.md"), "a\n")
+    store.create(gitmem.parse_path("/memories/b.md"), "b\n")
+    server = MemoryServer(store, allow_restore=True)
+    for args in ({"rev": "HEAD~1", "paths": []}, {"rev": "HEAD~1", "paths": [], "dry_run": True}):
+        result = text_of(anyio.run(server.call, "memory_restore", args))
+        assert result == (True, "Error: give at least one path to restore"), args
+    assert store.files() == {"/memories/a.md": "a\n", "/memories/b.md": "b\n"}
+    assert [op.command for op in store.log()] == ["create", "create"]
