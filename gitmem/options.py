@@ -8,6 +8,7 @@ keyword arguments (``session=...``), which override the ones in ``options``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
@@ -48,6 +49,17 @@ class StoreOptions:
     sync: SyncPolicy = "manual"
 
     def __post_init__(self) -> None:
+        if self.session is not None and not isinstance(self.session, str):
+            raise TypeError(f"session must be a str or None, not {type(self.session).__name__}")
+        if self.session == "":
+            raise UsageError("session must not be empty: give a label, or None for a fresh one")
+        timeout = self.lock_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(
+                f"lock_timeout must be a number of seconds, not {type(timeout).__name__}"
+            )
+        if not 0 <= timeout < math.inf:
+            raise UsageError(f"lock_timeout must be 0 or more seconds, not {timeout}")
         check_policy(self.secrets)
         if self.sync not in SYNC_POLICIES:
             raise UsageError(f"unknown sync policy {self.sync!r}: use manual, pull or push")

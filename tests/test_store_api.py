@@ -239,6 +239,28 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
     assert not repo_path.exists()
 
 
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"session": ""}, gitmem.UsageError, "session must not be empty"),
+        ({"session": 5}, TypeError, "session must be a str or None, not int"),
+        ({"lock_timeout": -1}, gitmem.UsageError, "lock_timeout must be 0 or more seconds"),
+        ({"lock_timeout": float("nan")}, gitmem.UsageError, "lock_timeout must be 0 or more"),
+        ({"lock_timeout": "30"}, TypeError, "lock_timeout must be a number of seconds, not str"),
+    ],
+)
+def test_a_bad_session_or_lock_timeout_is_refused_before_anything_is_created(
+    repo_path: Path, key: str, settings: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    # An empty label made commits no `log --session` can name; a negative or NaN timeout was
+    # taken as given, and a string one failed at the first write with "unsupported operand".
+    with pytest.raises(error, match=message):
+        gitmem.StoreOptions(**settings)
+    with pytest.raises(error, match=message):
+        gitmem.GitMemoryTool(repo_path, key=key, **settings)
+    assert not repo_path.exists()
+
+
 def test_history_view_needs_no_tool_and_takes_either_path(store: gitmem.MemoryStore) -> None:
     store.create("/memories/d/a.md", "one\n")
     assert history.view(store, parse_path("/memories/d/a.md")) == history.view(
