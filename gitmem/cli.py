@@ -33,7 +33,15 @@ from . import history
 from . import paths as memory_paths
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
-from .errors import GitMemError, IntegrityError, KeyMissing, StorageError, UsageError, shown_repr
+from .errors import (
+    GitMemError,
+    IntegrityError,
+    KeyMissing,
+    StorageError,
+    UsageError,
+    shown,
+    shown_repr,
+)
 from .initstore import init_store
 from .keysource import (
     ENV_KEY,
@@ -473,6 +481,13 @@ def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str],
             found.append(memory_path(arg))
         elif found:
             raise UsageError(f"{shown_repr(arg)} comes after a path: give revisions before paths")
+        elif ("/" in arg or "." in arg) and not arg.startswith(SESSION_PREFIX) and "@{" not in arg:
+            # No revision has these outside a session name or a time: a path without its '/'.
+            hint = f"/memories/{arg.removeprefix('memories/')}"
+            raise UsageError(
+                f"{shown_repr(arg)} is not a revision; memory paths start with /memories/ "
+                f"({shown(hint)}?)"
+            )
         else:
             revs.append(arg)
     if len(revs) > max_revs:

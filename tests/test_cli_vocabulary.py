@@ -173,6 +173,22 @@ def test_diff_takes_options_after_the_double_dash(gm: Gitmem) -> None:
     assert "The path HEAD~1 is not allowed: every memory path must start with" in after.stderr
 
 
+def test_a_memory_path_without_its_slash_is_not_called_an_unknown_revision(gm: Gitmem) -> None:
+    # `gitmem log progress.md` said only "unknown revision 'progress.md'".
+    for args in (["log", "notes.md"], ["log", "memories/notes.md"], ["restore", "dir/n.md"]):
+        result = gm(*args)
+        assert result.exit_code == 2, args
+        word = args[-1]
+        assert result.stderr == (
+            f"gitmem: error: {word!r} is not a revision; memory paths start with /memories/ "
+            f"(/memories/{word.removeprefix('memories/')}?)\n"
+        )
+    # Revisions that may hold a '.' or '/' are still revisions.
+    assert gm("log", "session:a/b.c").stderr == (
+        "gitmem: error: unknown revision 'session:a/b.c': no operation of session 'a/b.c'\n"
+    )
+
+
 # -- filters that match nothing -------------------------------------------------------------
 
 
