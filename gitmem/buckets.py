@@ -205,32 +205,29 @@ def edit(
             return build(zip(keys, entries, strict=True))
         return Shape(len(keys), None, keys, entries)
     top = shape.copy()
-    # Each name's bucket bits, decoded once (a changed entry is removed and added again).
-    bits_of: dict[str, int] = {}
 
     def leaf_for(raw: str) -> Shape:
-        node, level = top, 0
-        bits = bits_of.get(raw)
-        if bits is None:
-            bits = bits_of[raw] = entry_bits(raw)
+        node, shift, bits = top, _USED_BITS, entry_bits(raw)
         while (below := node.buckets) is not None:
-            index = bucket_of(bits, level)
+            shift -= BUCKET_BITS
+            index = (bits >> shift) & (FANOUT - 1)  # bucket_of, one level down each time
             child = below.get(index)
             if child is None:
                 child = Shape(0, None, [], [])
-            elif child.oid is not None:
+            elif child.oid is None:
+                node = child  # copied already by an earlier change
+                continue
+            else:
                 # Written, so shared with the version edited: copied (a leaf read first).
-                if child.buckets is None:
+                if child.buckets is None and child.keys is None:
                     _materialize(child, read_leaf)
                 child = child.copy()
-            else:
-                node, level = child, level + 1  # copied already by an earlier change
-                continue
             below[index] = child
             assert node.changed is not None  # every inner tree on the path is a copy
             node.changed.add(index)
-            node, level = child, level + 1
-        _materialize(node, read_leaf)
+            node = child
+        if node.keys is None:
+            _materialize(node, read_leaf)
         return node
 
     # A name both removed and added is an entry pointing at a new tree (a write below it, the
@@ -375,15 +372,15 @@ def _spliced(old: bytes, changed: Collection[int], buckets: dict[int, Shape]) ->
     holds now: replaced, added in their place, or dropped (no longer in ``buckets``)."""
     parts = []
     pos, end = 0, len(old)
-    missing = FANOUT - end // _INNER_ENTRY
+    count = end // _INNER_ENTRY
     for index in sorted(changed) if len(changed) > 1 else changed:
         # Bucket ``index``'s entry, or where it goes: after at least ``index`` minus the number
         # of buckets missing, and at most ``index``, entries (in a full tree, exactly
         # ``index``); a binary search between.
         hexed = _BUCKET_HEX[index]
-        lo, hi = max(pos // _INNER_ENTRY, index - missing), min(index, FANOUT - missing)
+        lo, hi = max(pos // _INNER_ENTRY, index - FANOUT + count), min(index, count)
         while lo < hi:
-            mid = (lo + hi) // 2
+            mid = (lo + hi) >> 1
             at = mid * _INNER_ENTRY + _HEX_AT
             if old[at : at + 2] < hexed:
                 lo = mid + 1
@@ -396,7 +393,7 @@ def _spliced(old: bytes, changed: Collection[int], buckets: dict[int, Shape]) ->
             pos += _INNER_ENTRY
         child = buckets.get(index)
         if child is not None:
-            parts.append(_BUCKET_ENTRIES[index] + child.id_bytes())
+            parts += (_BUCKET_ENTRIES[index], child.id_bytes())
     parts.append(old[pos:])
     return b"".join(parts)
 
@@ -404,15 +401,14 @@ def _spliced(old: bytes, changed: Collection[int], buckets: dict[int, Shape]) ->
 def _with(data: bytes, extra: tuple[bytes, bytes]) -> bytes:
     """Inner tree bytes ``data`` with ``extra`` (key, entry) put in its place."""
     key, entry = extra
+    if key > _BUCKET_KEYS[-1]:
+        return data + entry  # after every bucket: the root's metadata entry, "gitmem"
 
     def key_at(index: int) -> bytes:
         at = index * _INNER_ENTRY + _NAME_AT
         return data[at : at + _HEX_AT + 2 - _NAME_AT] + b"/"
 
-    hi = len(data) // _INNER_ENTRY
-    if not hi or key_at(hi - 1) < key:
-        return data + entry  # after every bucket: the root's metadata entry, "gitmem"
-    lo = 0
+    lo, hi = 0, len(data) // _INNER_ENTRY
     while lo < hi:
         mid = (lo + hi) // 2
         if key_at(mid) < key:

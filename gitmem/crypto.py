@@ -15,6 +15,7 @@ change an envelope without ambiguity. Any failure to open is one opaque :class:`
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import os
@@ -92,12 +93,19 @@ def decode_key(key: str | bytes) -> bytes:
     return raw
 
 
+_URLSAFE_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+
+
 def name_envelope(entry: str) -> bytes:
     """The name envelope of tree entry name ``entry`` (``kind || base64url_nopad(envelope)``),
     decoded but not opened; :class:`IntegrityError` when it is not base64url text."""
     body = entry[1:]
     try:
-        return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        # base64.urlsafe_b64decode without its two Python layers (a third of the cost, on every
+        # name a lookup or write of a split directory places): the same ASCII check, alphabet
+        # and lenient decoding.
+        padded = (body + "=" * (-len(body) % 4)).encode("ascii")
+        return binascii.a2b_base64(padded.translate(_URLSAFE_TO_STANDARD))
     except (ValueError, TypeError):
         raise IntegrityError("an entry name is not valid gitmem ciphertext") from None
 

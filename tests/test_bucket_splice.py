@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryStore, buckets
+from gitmem.crypto import name_envelope
+from gitmem.errors import IntegrityError
 from gitmem.gitrepo import BLOB_MODE, TREE_MODE, TreeEntry, parse_tree, tree_bytes
 from gitmem.paths import parse
 
@@ -195,3 +197,27 @@ def test_the_extra_entry_goes_where_git_sorts_it(name: str) -> None:
         stored = parse_tree(trees.trees[oid], oid)
         assert trees.trees[oid] == tree_bytes(stored) and blob in stored
     assert shape.data is not None and trees.write(shape.data) == top
+
+
+def test_a_name_envelope_decodes_as_pythons_lenient_base64url() -> None:
+    # name_envelope calls binascii directly (every lookup and write of a split directory
+    # decodes a name): it must accept, decode and refuse exactly what
+    # base64.urlsafe_b64decode does, junk characters and non-ASCII included.
+    rng = random.Random(11)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=!. \n\u00e9"
+    decoded = 0
+    for _ in range(20000):
+        body = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        try:
+            expected: bytes | None = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        except ValueError:
+            expected = None
+        try:
+            got: bytes | None = name_envelope("f" + body)
+        except IntegrityError:
+            got = None
+        assert got == expected, body
+        decoded += got is not None
+    assert 0 < decoded < 20000  # both outcomes were tried
+    raw = sealed_name(rng)
+    assert buckets.entry_bits(raw) == int.from_bytes(base64.urlsafe_b64decode(raw[1:] + "==")[1:4])
