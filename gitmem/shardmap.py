@@ -3,33 +3,111 @@
 Each version of a directory keeps its entries (names, nodes, sealed names, fold index) as
 mappings; a write makes the next version from the last one with a few names changed. Copying a
 dict of 10,000 entries for each (four of them per write) cost more than the rest of the write
-in a big directory, so a large mapping is a hash array mapped trie (``immutables.Map``, in C):
-a changed copy allocates only the few trie nodes on the paths to its changes, and an old
-version frees as little. It replaced 64 dicts sharded by hash, whose changed copy copied the
-one shard of 1/64 of the entries (about 160 at 10,000) each change fell in: at 10,000
-entries a changed copy, with its release later, went from 2.4 to 0.6 µs and a lookup from
-0.16 to 0.10 µs (docs/performance.md, "Flat as memory grows").
+in a big directory, so large mappings are split into shards by the key's hash, and a changed
+copy copies only the shards its changes fall in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TypeVar
-
-import immutables
+from collections.abc import ItemsView, Iterator, Mapping
+from typing import TypeVar, overload
 
 K = TypeVar("K")
 V = TypeVar("V")
+D = TypeVar("D")
 
-# Below this many entries a plain dict is kept: a copy of it costs a few µs at most, and its
-# lookups (every directory view's) are the fastest there are.
+_SHARDS = 64
+_MASK = _SHARDS - 1
+# Below this many entries a plain dict is smaller, and copying it whole costs a few µs.
 SMALL = 512
 
 
+class ShardedMap(Mapping[K, V]):
+    """A read-only mapping held in 64 dicts by ``hash(key)``; never changed once made."""
+
+    __slots__ = ("_len", "_shards")
+
+    def __init__(self, shards: list[dict[K, V]], length: int) -> None:
+        self._shards = shards
+        self._len = length
+
+    @classmethod
+    def of(cls, items: Mapping[K, V]) -> ShardedMap[K, V]:
+        """A sharded copy of ``items``."""
+        shards: list[dict[K, V]] = [{} for _ in range(_SHARDS)]
+        for key, value in items.items():
+            shards[hash(key) & _MASK][key] = value
+        return cls(shards, len(items))
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[hash(key) & _MASK][key]
+
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+    @overload
+    def get(self, key: K, default: V | D, /) -> V | D: ...
+    def get(self, key: K, default: object = None, /) -> object:
+        return self._shards[hash(key) & _MASK].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shards[hash(key) & _MASK]
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> ItemsView[K, V]:
+        # Shard by shard: Mapping's would look every key up again (a listing of 10,000).
+        return _Items(self)
+
+    def pairs(self) -> Iterator[tuple[K, V]]:
+        """Every (key, value), shard by shard."""
+        for shard in self._shards:
+            yield from shard.items()
+
+    def evolve(self, changes: Mapping[K, V | None]) -> Mapping[K, V]:
+        """A copy with ``changes`` applied (a None value removes the key); only the shards
+        they fall in are copied."""
+        shards = list(self._shards)
+        copied: set[int] = set()
+        length = self._len
+        for key, value in changes.items():
+            at = hash(key) & _MASK
+            if at not in copied:
+                shards[at] = dict(shards[at])
+                copied.add(at)
+            shard = shards[at]
+            if value is None:
+                if shard.pop(key, _GONE) is not _GONE:
+                    length -= 1
+            else:
+                if key not in shard:
+                    length += 1
+                shard[key] = value
+        if length < SMALL // 2:
+            return {key: value for shard in shards for key, value in shard.items()}
+        return ShardedMap(shards, length)
+
+
+_GONE = object()
+
+
+class _Items(ItemsView[K, V]):
+    def __init__(self, owner: ShardedMap[K, V]) -> None:
+        super().__init__(owner)
+        self._owner = owner
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        return self._owner.pairs()
+
+
 def frozen(items: dict[K, V]) -> Mapping[K, V]:
-    """``items`` as the mapping a directory version keeps: itself when small, else a trie
+    """``items`` as the mapping a directory version keeps: itself when small, else sharded
     (the caller hands it over and no longer changes it)."""
-    return items if len(items) < SMALL else immutables.Map(items)
+    return items if len(items) < SMALL else ShardedMap.of(items)
 
 
 def evolved(base: Mapping[K, V], changes: Mapping[K, V | None]) -> Mapping[K, V]:
@@ -37,21 +115,12 @@ def evolved(base: Mapping[K, V], changes: Mapping[K, V | None]) -> Mapping[K, V]
     whatever they do not touch; ``base`` is not changed."""
     if not changes:
         return base  # neither is ever changed: the same mapping serves both versions
-    if isinstance(base, immutables.Map):
-        with base.mutate() as edit:
-            for key, value in changes.items():
-                if value is None:
-                    edit.pop(key, None)
-                else:
-                    edit[key] = value
-            out: immutables.Map[K, V] = edit.finish()
-        # A trie shrunk far below the threshold becomes a dict again (not at the threshold
-        # itself, so that a directory near it does not change form on every write).
-        return dict(out.items()) if len(out) < SMALL // 2 else out
-    copied = dict(base)
+    if isinstance(base, ShardedMap):
+        return base.evolve(changes)
+    out = dict(base)
     for key, value in changes.items():
         if value is None:
-            copied.pop(key, None)
+            out.pop(key, None)
         else:
-            copied[key] = value
-    return frozen(copied)
+            out[key] = value
+    return frozen(out)

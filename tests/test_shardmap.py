@@ -1,20 +1,18 @@
-"""gitmem.shardmap: a changed copy equals the same changes made to a dict, leaves the original
-as it was, and keeps the form (dict or trie) its size calls for."""
+"""gitmem.shardmap: a changed copy equals the same changes made to a dict, shares the shards it
+did not change, and leaves the original as it was."""
 
 from __future__ import annotations
 
 import random
 
-import immutables
-
-from gitmem.shardmap import SMALL, evolved, frozen
+from gitmem.shardmap import SMALL, ShardedMap, evolved, frozen
 
 
 def test_changed_copies_equal_dict_edits_and_leave_the_original() -> None:
     rng = random.Random(3)
     model = {f"k{i}": i for i in range(SMALL * 2)}
     current = frozen(dict(model))
-    assert isinstance(current, immutables.Map)
+    assert isinstance(current, ShardedMap)
     for _ in range(200):
         changes: dict[str, int | None] = {}
         for _ in range(rng.randrange(1, 6)):
@@ -35,17 +33,16 @@ def test_changed_copies_equal_dict_edits_and_leave_the_original() -> None:
         current = nxt
 
 
-def test_small_maps_are_dicts_and_no_change_shares_the_base() -> None:
-    big = frozen({f"k{i}": i for i in range(SMALL * 2)})
-    assert isinstance(evolved(big, {"k1": -1}), immutables.Map)
-    # Near the threshold a map keeps its form; far below it, it is a dict again.
-    assert isinstance(evolved(big, {f"k{i}": None for i in range(SMALL + 10)}), immutables.Map)
-    shrunk = evolved(big, {f"k{i}": None for i in range(SMALL * 2 - 10)})
-    assert type(shrunk) is dict and shrunk == {f"k{i}": i for i in range(SMALL * 2 - 10, SMALL * 2)}
-    assert evolved(big, {}) is big
-    small = {"a": 1}
-    assert evolved(small, {}) is small
+def test_only_changed_shards_are_copied_and_small_maps_are_dicts() -> None:
+    big = ShardedMap.of({f"k{i}": i for i in range(SMALL * 2)})
+    after = big.evolve({"k1": -1})
+    assert isinstance(after, ShardedMap)
+    shared = sum(a is b for a, b in zip(big._shards, after._shards, strict=True))
+    assert shared == len(big._shards) - 1
+    shrunk = big.evolve({f"k{i}": None for i in range(SMALL * 2 - 10)})
+    assert type(shrunk) is dict and len(shrunk) == 10
     assert type(frozen({"a": 1})) is dict
     assert evolved({"a": 1}, {"a": None, "b": 2}) == {"b": 2}
-    grown = evolved({f"k{i}": i for i in range(SMALL - 1)}, {"new": 0})
-    assert isinstance(grown, immutables.Map) and len(grown) == SMALL
+    assert evolved(big, {}) is big  # no change: the same mapping, not a copy
+    small = {"a": 1}
+    assert evolved(small, {}) is small
