@@ -461,11 +461,13 @@ class TreeCodec:
         (when known) the names of ``nodes`` by fold key, and ``base`` the directory it was
         edited from with the names whose entries may differ from it (``nodes`` equals the
         base's entries elsewhere)."""
-        parent = str(path)
+        parent: str | None = None  # made when a name is sealed (most writes reuse theirs)
 
         def seal(name: str, node: Node) -> str:
+            nonlocal parent
             raw = sealed.get(name)
             if raw is None or raw[:1] != node.kind:
+                parent = str(path) if parent is None else parent
                 raw = self.keys.seal_name(name, parent, node.kind)
             return raw
 
@@ -488,12 +490,17 @@ class TreeCodec:
                     removed.append(old)
                 node = nodes.get(name)
                 if node is None:
-                    changes[name] = None
+                    if old is not None:
+                        changes[name] = None
                 else:
-                    changes[name] = raw = seal(name, node)
+                    raw = seal(name, node)
+                    if raw != old:
+                        changes[name] = raw
                     added.append((raw, node.oid))
             shape = buckets.edit(loaded.shape, removed, added, self._leaf_entries)
-            names = evolved(loaded.sealed, changes)
+            # An entry pointed at a new tree keeps its sealed name (the common write): the
+            # names are then the base's, not a copy of them.
+            names = evolved(loaded.sealed, changes) if changes else loaded.sealed
             # The version edited is superseded: dropped now, while its memory is still in the
             # CPU's caches, rather than when the cache's bound evicts it many writes later
             # (freeing an evicted version of a 10,000-entry directory cost about 5 µs then,

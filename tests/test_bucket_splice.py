@@ -20,6 +20,8 @@ from gitmem.crypto import name_envelope
 from gitmem.errors import IntegrityError
 from gitmem.gitrepo import BLOB_MODE, TREE_MODE, TreeEntry, parse_tree, tree_bytes
 from gitmem.paths import parse
+from gitmem.store import Change
+from gitmem.tree import TreeCodec, TreeEditor
 
 EXTRA = (b"gitmem", b"100644 gitmem\0" + bytes(20))
 
@@ -221,3 +223,37 @@ def test_a_name_envelope_decodes_as_pythons_lenient_base64url() -> None:
     assert 0 < decoded < 20000  # both outcomes were tried
     raw = sealed_name(rng)
     assert buckets.entry_bits(raw) == int.from_bytes(base64.urlsafe_b64decode(raw[1:] + "==")[1:4])
+
+
+def test_a_written_version_keeps_the_sealed_names_a_fresh_reader_finds(
+    repo_path: Path, key: str
+) -> None:
+    # A write that points entries at new trees reuses the base's sealed names unchanged; a new
+    # name, a removed one, and a file replaced by a directory of the same name change them.
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(20):
+        store.create(f"/memories/n{i}.md", str(i))
+    root = parse("/memories")
+
+    def check() -> None:
+        head = store.head_operation()
+        assert head is not None
+        written = store.codec.load_dir(head.tree, root)  # the version write_dir remembered
+        fresh = TreeCodec(store.repo, store.keys).load_dir(head.tree, root)
+        assert dict(written.sealed) == dict(fresh.sealed)
+        assert dict(written.nodes) == dict(fresh.nodes)
+
+    store.str_replace("/memories/n3.md", "3", "three")
+    check()
+    store.create("/memories/new.md", "x")
+    store.delete("/memories/n4.md")
+    check()
+
+    def to_directory(_: object, tree: TreeEditor) -> Change[None]:
+        tree.remove(parse("/memories/n5.md"))
+        tree.put_file(parse("/memories/n5.md/inside.md"), b"y")
+        return Change(("/memories/n5.md",), None)
+
+    store.write("replace", to_directory)
+    check()
+    assert store.read_text("/memories/n5.md/inside.md") == "y"
