@@ -140,7 +140,12 @@ def plan_expiry(
     store: History, head: Operation | None, older_than: timedelta, now: datetime
 ) -> ExpiryResult:
     """Which files at ``head`` were last touched before ``now - older_than`` (a dry run)."""
-    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+    if not isinstance(older_than, timedelta):
+        raise TypeError(
+            "older_than must be a datetime.timedelta (gitmem.parse_duration('90d') gives one), "
+            f"not {type(older_than).__name__}"
+        )
+    if older_than <= timedelta(0):
         raise UsageError("the expiry age must be a positive duration")
     if now.tzinfo is None:
         raise UsageError("`now` must be a timezone-aware datetime")

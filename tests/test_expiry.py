@@ -183,6 +183,14 @@ def test_bad_arguments(tool: GitMemoryTool) -> None:
     with pytest.raises(gitmem.UsageError) as info:
         tool.store.expire(DAY, now=datetime(2025, 1, 1))
     assert str(info.value) == "`now` must be a timezone-aware datetime"
+    # "90d" as on the command line, or seconds: said to be not "a positive duration".
+    for wrong in ("90d", 3600):
+        with pytest.raises(TypeError) as wrong_type:
+            tool.store.expire(wrong, dry_run=True)  # type: ignore[arg-type]
+        assert str(wrong_type.value) == (
+            "older_than must be a datetime.timedelta (gitmem.parse_duration('90d') gives one), "
+            f"not {type(wrong).__name__}"
+        )
 
 
 def test_cli_expire(repo_path: Path, key: str, clock: FakeTime) -> None:
