@@ -24,6 +24,7 @@ from .errors import UsageError, shown_repr
 from .format import KIND_FILE
 from .operation import History, Operation
 from .paths import MemoryPath
+from .revisions import check_moment
 from .tree import Snapshot
 
 # Commands that take files away rather than write them.
@@ -147,8 +148,7 @@ def plan_expiry(
         )
     if older_than <= timedelta(0):
         raise UsageError("the expiry age must be a positive duration")
-    if now.tzinfo is None:
-        raise UsageError("`now` must be a timezone-aware datetime")
+    check_moment("now", now)
     cutoff = now - older_than
     ages = last_touches(store, head)
     expired = sorted(

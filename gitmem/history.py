@@ -34,6 +34,7 @@ from .format import KIND_DIR, KIND_FILE
 from .fsutil import DIR_MODE, make_private_dirs, open_private_file
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .render import plural
+from .revisions import check_moment
 from .secrets import SecretRefused
 from .store import Change, MemoryStore, Operation, changed_files
 from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
@@ -122,6 +123,8 @@ def log(
         raise UsageError(f"unknown command {shown_repr(command)}: one of {', '.join(COMMANDS)}")
     if max_count is not None and max_count < 0:
         raise UsageError(f"max_count must be 0 or more, not {shown_int(max_count)}")
+    since = None if since is None else check_moment("since", since)
+    until = None if until is None else check_moment("until", until)
     return _log(store, rev, as_paths(paths), session, command, since, until, max_count)
 
 

@@ -85,6 +85,20 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     return parsed.astimezone() if parsed.tzinfo is None else parsed
 
 
+def check_moment(name: str, value: datetime) -> datetime:
+    """``value`` if it is a timezone-aware datetime: a naive one (``datetime.now()``) cannot be
+    compared with the recorded times; :class:`UsageError`, or ``TypeError`` for a non-datetime.
+    """
+    if not isinstance(value, datetime):
+        raise TypeError(
+            f"`{name}` must be a datetime (gitmem.revisions.parse_time('2d') gives one), "
+            f"not {type(value).__name__}"
+        )
+    if value.utcoffset() is None:
+        raise UsageError(f"`{name}` must be a timezone-aware datetime")
+    return value
+
+
 def split_revision(rev: str) -> tuple[str, int]:
     """``(base, steps)``: the revision without its ``~N``/``^`` suffix, and how many first
     parents that suffix walks back. ``@{...}`` ends at its closing brace."""
@@ -135,4 +149,4 @@ def resolve_named(store: History, base: str, rev: str) -> str | None:
     return None
 
 
-__all__ = ["SESSION_PREFIX", "parse_time", "resolve_named", "split_revision"]
+__all__ = ["SESSION_PREFIX", "check_moment", "parse_time", "resolve_named", "split_revision"]

@@ -671,3 +671,14 @@ def test_bench_builder_makes_authentic_commits(
     assert {op.command for op in store.log()} == {"create", "insert", "rename", "str_replace"}
     # Four of the builder's, and the one init's checkpoint published the metadata blob in.
     assert len(list((path / "objects" / "pack").glob("*.pack"))) == 5
+
+
+def test_log_time_bounds_must_be_aware_datetimes(hist: MemoryStore) -> None:
+    # datetime(2025, 1, 1) or "2d" failed deep in the walk: "can't compare offset-naive and
+    # offset-aware datetimes", "'<' not supported between ... 'str'".
+    with pytest.raises(UsageError, match=r"^`since` must be a timezone-aware datetime"):
+        list(history.log(hist, since=datetime(2025, 1, 1)))
+    with pytest.raises(TypeError, match=r"^`until` must be a datetime \(gitmem.revisions"):
+        list(history.log(hist, until="2d"))  # type: ignore[arg-type]
+    aware = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    assert list(history.log(hist, since=aware)) == list(history.log(hist, since=aware))
