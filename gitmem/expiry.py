@@ -24,7 +24,6 @@ from .errors import UsageError, shown_repr
 from .format import KIND_FILE
 from .operation import History, Operation
 from .paths import MemoryPath
-from .revisions import check_moment
 from .tree import Snapshot
 
 # Commands that take files away rather than write them.
@@ -148,7 +147,8 @@ def plan_expiry(
         )
     if older_than <= timedelta(0):
         raise UsageError("the expiry age must be a positive duration")
-    check_moment("now", now)
+    if now.tzinfo is None:
+        raise UsageError("`now` must be a timezone-aware datetime")
     cutoff = now - older_than
     ages = last_touches(store, head)
     expired = sorted(
