@@ -522,6 +522,13 @@ def main(argv: list[str] | None = None) -> int:
                 small = statistics.median(samples["gitmem"][name])
                 ratios[name] = statistics.median(samples[f"gitmem {variant}"][name]) / small
             ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
+        # The reference on the same files over the reference on the small memory: what the
+        # size alone costs plain files (a listing of 10,000 files is long for anybody).
+        ratios = grown[f"{variant} reference"] = {}
+        for name in COMMANDS:
+            small = statistics.median(results["reference"][name])
+            ratios[name] = statistics.median(results[f"reference {variant}"][name]) / small
+        ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
     environment = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -537,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
             "grown_cpu": grown.get("grown cpu", {}),
             "grown_flat": grown.get("grown flat", {}),
             "grown_flat_cpu": grown.get("grown flat cpu", {}),
+            "grown_reference": grown.get("grown reference", {}),
+            "grown_flat_reference": grown.get("grown flat reference", {}),
         }
         print(json.dumps({**body, "environment": environment}))
         return 0
@@ -558,15 +567,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
     for label, ratios in grown.items():
-        variant = label.removesuffix(" cpu")
+        variant = label.removesuffix(" cpu").removesuffix(" reference")
         count, flat = variants[variant]
         shape = (
             "in /memories itself + as many edits, 100 per commit"
             if flat
             else f"in 100 directories + {count:,} commits"
         )
-        kind = "CPU time" if label.endswith(" cpu") else "wall-clock"
-        print(f"gitmem on {count:,} files {shape} / on the small store ({kind}):")
+        if label.endswith(" reference"):
+            print(f"the reference on the same {count:,} files / on the small memory (wall-clock):")
+        else:
+            kind = "CPU time" if label.endswith(" cpu") else "wall-clock"
+            print(f"gitmem on {count:,} files {shape} / on the small store ({kind}):")
         print("  " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return 0
 
