@@ -827,7 +827,8 @@ def show(
 ) -> None:
     """Show one operation (default: HEAD): its record and the diff it made."""
     store = state.store()
-    op = store.operation(one_rev([rev] if rev else [], rev_option) or "HEAD")
+    given = one_rev([] if rev is None else [rev], rev_option)
+    op = store.operation("HEAD" if given is None else given)
     changes = history.changes(store, op)
     if as_json:
         body = op.to_json()

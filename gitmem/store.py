@@ -548,6 +548,10 @@ class MemoryStore:
         Only commits in the branch's history count. Raises :class:`UsageError` when ``rev``
         names nothing or more than one commit.
         """
+        if rev == "":  # ("$REV" unset) never HEAD, which a restore would record as a no-op
+            raise UsageError(
+                "the revision is empty: give HEAD, HEAD~N, a commit id, session:NAME or @{TIME}"
+            )
         head = self.head()
         if head is None:
             raise UsageError(f"unknown revision {shown_repr(rev)}: the store has no history yet")

@@ -189,6 +189,23 @@ def test_a_memory_path_without_its_slash_is_not_called_an_unknown_revision(gm: G
     )
 
 
+def test_an_empty_revision_is_refused_not_taken_for_head(gm: Gitmem) -> None:
+    # `gitmem restore "$REV"` with REV unset recorded a restore of HEAD (a commit that changes
+    # nothing), and `gitmem diff ""` said "no changes".
+    before = gm.ids()
+    for args in (
+        ["restore", ""],
+        ["show", ""],
+        ["diff", ""],
+        ["log", ""],
+        ["cat", "", "/memories/dir/n.md"],
+    ):
+        result = gm(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith("gitmem: error: the revision is empty"), result.stderr
+    assert gm.ids() == before
+
+
 # -- filters that match nothing -------------------------------------------------------------
 
 
