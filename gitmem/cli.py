@@ -240,7 +240,7 @@ class GitMemGroup(click.Group):
             # The environment failed (a full disk, a read-only store), not the command: one
             # line, no traceback. A write moves its ref last, so nothing is half written.
             reason = exc.strerror or str(exc) or type(exc).__name__
-            where = f" ({exc.filename})" if exc.filename else ""
+            where = f" ({shown(os.fsdecode(exc.filename))})" if exc.filename else ""
             fail(
                 StorageError(f"the file system refused: {reason}{where}; nothing was changed"),
                 ctx.find_object(CliState),

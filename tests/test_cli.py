@@ -754,3 +754,13 @@ def test_demo_with_an_api_it_cannot_reach_says_so_and_keeps_the_key(
     assert "gitmem demo --offline" in last and "Traceback" not in result.stderr
     store = MemoryStore.open(target)  # its key was saved, as `gitmem init` saves one
     assert store.head() is None or store.verify().ok
+
+
+def test_a_file_system_error_repeats_at_most_2000_characters_of_the_path(tmp_path: Path) -> None:
+    # docs/safeguards.md, "Error text": the CLI's "the file system refused" line printed the
+    # whole path it was given (here 6,000 characters).
+    long = str(tmp_path / ("a/" * 3000))
+    result = CliRunner().invoke(main, ["--repo", long, "log"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("gitmem: error: the file system refused: File name too long")
+    assert "more characters not shown]" in result.stderr and len(result.stderr) < 2300
