@@ -15,7 +15,7 @@ changed again (an edit copies what it changes), so versions share their unchange
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .crypto import name_envelope
@@ -96,16 +96,20 @@ class Shape:
     order, or None until read back from ``oid``), an inner tree holds ``buckets``.
 
     ``oid`` is None while the tree is still to be written; ``count`` is the number of memory
-    entries below it. A written shape is shared between versions and never changed.
+    entries below it. A written shape is shared between versions and never changed: a leaf's
+    ``keys``/``entries`` are lists only while it is unwritten, tuples once written or read.
     """
 
     count: int
     oid: str | None = None
-    keys: list[bytes] | None = None
-    entries: list[bytes] | None = None
+    # Tuples, not lists, once the leaf is written or read: a 10,000-entry directory keeps about
+    # 4,000 leaves, and CPython's collector stops tracking a tuple of bytes (or strs) after its
+    # first pass, where it would traverse two lists per leaf in every full collection.
+    keys: Sequence[bytes] | None = None
+    entries: Sequence[bytes] | None = None
     buckets: dict[int, Shape] | None = None
     # A leaf read from the repository: its entry names, until ``keys`` is filled in.
-    names: list[str] | None = None
+    names: tuple[str, ...] | None = None
     # ``oid`` as 20 bytes, once a parent tree has needed it.
     raw_id: bytes | None = None
     # An inner tree's bytes (git's, without a root's metadata entry), once written by this
@@ -160,8 +164,8 @@ def _materialize(leaf: Shape, read_leaf: LeafReader) -> None:
     if leaf.keys is None:
         assert leaf.oid is not None
         pairs = [serialized(raw, oid) for raw, oid in read_leaf(leaf.oid)]
-        leaf.keys = [key for key, _ in pairs]
-        leaf.entries = [entry for _, entry in pairs]
+        leaf.keys = tuple([key for key, _ in pairs])
+        leaf.entries = tuple([entry for _, entry in pairs])
 
 
 def _key_bits(key: bytes) -> int:
@@ -206,7 +210,8 @@ def edit(
         return Shape(len(keys), None, keys, entries)
     top = shape.copy()
 
-    def leaf_for(raw: str) -> Shape:
+    def leaf_for(raw: str) -> tuple[list[bytes], list[bytes]]:
+        """The keys and entries of the leaf ``raw`` goes to, in this edit's copy."""
         node, shift, bits = top, _USED_BITS, entry_bits(raw)
         while (below := node.buckets) is not None:
             shift -= BUCKET_BITS
@@ -228,22 +233,21 @@ def edit(
             node = child
         if node.keys is None:
             _materialize(node, read_leaf)
-        return node
+        # Every leaf reached here is this edit's copy (a written one's data is never changed).
+        assert isinstance(node.keys, list) and isinstance(node.entries, list)
+        return node.keys, node.entries
 
     # A name both removed and added is an entry pointing at a new tree (a write below it, the
     # common case): replaced in place, so no count changes and nothing is settled.
     gone = set(removed)
     resized = False
     for raw in gone.difference(raw for raw, _ in added):
-        leaf = leaf_for(raw)
-        assert leaf.keys is not None and leaf.entries is not None
-        _remove(leaf.keys, leaf.entries, raw)
+        _remove(*leaf_for(raw), raw)
         resized = True
     for raw, oid in added:
-        leaf = leaf_for(raw)
-        assert leaf.keys is not None and leaf.entries is not None
-        if raw not in gone or not _replace(leaf.keys, leaf.entries, raw, oid):
-            _insert(leaf.keys, leaf.entries, raw, oid)
+        keys, entries = leaf_for(raw)
+        if raw not in gone or not _replace(keys, entries, raw, oid):
+            _insert(keys, entries, raw, oid)
             resized = True
     return _settle(top, 0, read_leaf) if resized else top
 
@@ -314,6 +318,7 @@ def store(
         # One tree (a small directory's write).
         assert shape.keys is not None and shape.entries is not None
         shape.oid = write_tree(_joined(shape.keys, shape.entries, extra))
+        _freeze(shape)
         return shape.oid
     data = _inner_bytes(shape, below, write_tree)
     shape.oid = write_tree(data if extra is None else _with(data, extra))
@@ -328,10 +333,17 @@ def _write(node: Shape, write_tree: Callable[[bytes], str]) -> None:
     if below is None:
         assert node.entries is not None
         node.oid = write_tree(b"".join(node.entries))
+        _freeze(node)
         return
     data = _inner_bytes(node, below, write_tree)
     node.oid = write_tree(data)
     node.data, node.changed = data, None
+
+
+def _freeze(leaf: Shape) -> None:
+    """A leaf just written: its entry lists made tuples (it is never changed again)."""
+    assert leaf.keys is not None and leaf.entries is not None
+    leaf.keys, leaf.entries = tuple(leaf.keys), tuple(leaf.entries)
 
 
 def _inner_bytes(node: Shape, below: dict[int, Shape], write_tree: Callable[[bytes], str]) -> bytes:
@@ -350,7 +362,9 @@ def _inner_bytes(node: Shape, below: dict[int, Shape], write_tree: Callable[[byt
     return data
 
 
-def _joined(keys: list[bytes], parts: list[bytes], extra: tuple[bytes, bytes] | None) -> bytes:
+def _joined(
+    keys: Sequence[bytes], parts: Sequence[bytes], extra: tuple[bytes, bytes] | None
+) -> bytes:
     """A tree's bytes: ``parts`` in the order of ``keys``, with ``extra`` (key, entry) put in
     its place."""
     if extra is not None:

@@ -385,7 +385,7 @@ class TreeCodec:
                 nodes[name] = Node(kind, entry.oid)
                 sealed[name] = entry.name
             node.count = len(entries)
-            node.names = [entry.name for entry in entries]
+            node.names = tuple([entry.name for entry in entries])
         if reused:
             assert previous is not None
             for raw in itertools.chain.from_iterable(map(buckets.raw_names, reused)):

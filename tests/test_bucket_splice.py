@@ -8,6 +8,7 @@ back from the repository, and after a write that failed half way.
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import random
 from collections.abc import Iterator
@@ -65,7 +66,7 @@ class Trees:
                     stack.append(child)
             else:
                 node.count = len(entries)
-                node.names = [e.name for e in entries]
+                node.names = tuple(e.name for e in entries)
         buckets.recount(shape)
         return shape
 
@@ -257,3 +258,69 @@ def test_a_written_version_keeps_the_sealed_names_a_fresh_reader_finds(
     store.write("replace", to_directory)
     check()
     assert store.read_text("/memories/n5.md/inside.md") == "y"
+
+
+def leaves(shape: buckets.Shape) -> Iterator[buckets.Shape]:
+    stack = [shape]
+    while stack:
+        node = stack.pop()
+        if node.buckets is None:
+            yield node
+        else:
+            stack.extend(node.buckets.values())
+
+
+def test_written_and_read_leaves_are_tuples_the_collector_stops_tracking() -> None:
+    # A version's leaves are shared with every later one and never changed: held as tuples of
+    # bytes (or strs), which CPython's collector untracks, not lists it would traverse in every
+    # full collection (docs/performance.md, "The collector's share").
+    rng = random.Random(11)
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(300)}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    buckets.store(shape, trees.write, EXTRA)
+    assert shape.oid is not None
+    reread = trees.reloaded(shape.oid)
+    victim, gone = rng.sample(sorted(entries), 2)
+    new = sealed_name(rng)
+    entries[victim], entries[new] = random_id(rng), random_id(rng)
+    del entries[gone]
+    change = ([victim, gone], [(victim, entries[victim]), (new, entries[new])])
+    for version in (shape, reread):
+        kept = [(leaf, leaf.keys, leaf.entries) for leaf in leaves(version)]
+        edited = buckets.edit(version, *change, trees.read_leaf)
+        oid = buckets.store(edited, trees.write, EXTRA)
+        fresh = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+        assert oid == buckets.store(fresh, Trees().write, EXTRA)
+        # The version edited kept its leaves' very tuples (read ones were filled in once).
+        for leaf, keys, data in kept:
+            assert keys is None or leaf.keys is keys
+            assert data is None or leaf.entries is data
+        gc.collect()
+        for leaf in (*leaves(version), *leaves(edited)):
+            for held in (leaf.keys, leaf.entries, leaf.names):
+                assert held is None or (isinstance(held, tuple) and not gc.is_tracked(held))
+    # One tree (a directory at or under the threshold): the same once written.
+    small = buckets.build(buckets.serialized(sealed_name(rng), random_id(rng)) for _ in "ab")
+    buckets.store(small, trees.write)
+    edited = buckets.edit(small, [], [(sealed_name(rng), random_id(rng))], trees.read_leaf)
+    assert isinstance(edited.keys, list)  # unwritten: the edit's own lists
+    buckets.store(edited, trees.write)
+    assert isinstance(edited.keys, tuple) and isinstance(edited.entries, tuple)
+    assert isinstance(small.keys, tuple) and len(small.keys) == 2
+
+
+def test_a_loaded_split_directory_holds_tuples(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    at = parse("/memories/d")
+    for i in range(12):
+        store.create(f"/memories/d/n{i}.md", str(i))
+    snapshot = store.snapshot().lookup(at)
+    assert snapshot is not None
+    fresh = TreeCodec(store.repo, store.keys)
+    loaded = fresh.load_dir(snapshot.oid, at)
+    assert loaded.shape.buckets is not None
+    assert all(isinstance(leaf.names, tuple) for leaf in leaves(loaded.shape))
+    store.create("/memories/d/n12.md", "12")
+    store.delete("/memories/d/n3.md")
+    assert store.verify().ok
