@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate
-from typing import TypeVar, overload
+from typing import NamedTuple, TypeVar, overload
 
 from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
@@ -37,7 +38,7 @@ from .format import (
 )
 from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
 from .paths import MEMORIES_ROOT, MemoryPath
-from .shardmap import evolved, frozen
+from .shardmap import ShardedMap, evolved, frozen
 
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
 # goes stale, and repeated `view`s of an unchanged store skip all name decryption. The bound
@@ -57,12 +58,92 @@ _PARALLEL_BYTES = 256 << 10
 EXCLUDED_NAMES = frozenset({"node_modules"})
 
 
-@dataclass(frozen=True)
-class Node:
+_D = TypeVar("_D")
+
+
+class Node(NamedTuple):
     """A committed entry: ``kind`` is ``f`` (file) or ``d`` (directory); ``oid`` its git tree."""
 
     kind: str
     oid: str
+
+
+# A Node from the plain (kind, oid) tuple a NodeMap holds: about 0.1 µs (a frozen dataclass's
+# __init__ cost several times that).
+_as_node: Callable[[tuple[str, str]], Node] = partial(tuple.__new__, Node)
+
+
+class NodeMap(Mapping[str, Node]):
+    """A directory version's entries: a read-only mapping of names to Nodes, held as plain
+    ``(kind, oid)`` tuples (``packed``) and made Nodes when read.
+
+    A store keeps one entry per name of each directory it has loaded (10,000 for a directory
+    of 10,000 files), shared by its later versions. CPython's cyclic collector stops tracking
+    an exact tuple of strs, and a dict holding only such tuples, after its first pass; a Node
+    (an object of a class, a NamedTuple too) is tracked as long as it lives, and every full
+    collection would traverse each (docs/performance.md, "The collector's share").
+    """
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: Mapping[str, tuple[str, str]]) -> None:
+        self.packed = packed
+
+    @classmethod
+    def of(cls, nodes: Mapping[str, Node]) -> NodeMap:
+        """``nodes`` held this way (itself if it is a NodeMap)."""
+        if isinstance(nodes, NodeMap):
+            return nodes
+        return cls(frozen({name: _plain(node) for name, node in nodes.items()}))
+
+    def __getitem__(self, name: str) -> Node:
+        return _as_node(self.packed[name])
+
+    @overload
+    def get(self, name: str, /) -> Node | None: ...
+    @overload
+    def get(self, name: str, default: Node | _D, /) -> Node | _D: ...
+    def get(self, name: str, default: object = None, /) -> object:
+        found = self.packed.get(name)
+        return default if found is None else _as_node(found)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.packed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.packed)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+    def items(self) -> ItemsView[str, Node]:
+        # Pair by pair from the packed map: Mapping's would look every name up again.
+        return _NodeItems(self)
+
+    def evolve(self, changes: Mapping[str, Node | None]) -> NodeMap:
+        """A copy with ``changes`` applied (None removes the name), sharing the rest."""
+        plain = {name: None if node is None else _plain(node) for name, node in changes.items()}
+        return NodeMap(evolved(self.packed, plain))
+
+
+def _plain(node: Node) -> tuple[str, str]:
+    """``node`` as the exact tuple a NodeMap keeps (a Node is a tuple subclass)."""
+    return (node[0], node[1])
+
+
+class _NodeItems(ItemsView[str, Node]):
+    def __init__(self, owner: NodeMap) -> None:
+        super().__init__(owner)
+        self._owner = owner
+
+    def __iter__(self) -> Iterator[tuple[str, Node]]:
+        packed = self._owner.packed
+        pairs = packed.pairs() if isinstance(packed, ShardedMap) else packed.items()
+        for name, plain in pairs:
+            yield name, _as_node(plain)
+
+
+EMPTY_NODES = NodeMap({})
 
 
 @dataclass(frozen=True)
@@ -81,7 +162,7 @@ _Pending = tuple["buckets.Shape", list[TreeEntry], int, int, "buckets.Shape | No
 @dataclass
 class _Loaded:
     # Read-only once made (shared with later versions: see gitmem.shardmap).
-    nodes: Mapping[str, Node]
+    nodes: NodeMap
     sealed: Mapping[str, str]
     # The directory's tree and its buckets (gitmem.buckets): the next version is edited from
     # it, so that one write of a big directory costs its changes and the buckets they touch.
@@ -345,7 +426,7 @@ class TreeCodec:
         if cached is not None:
             return cached
         parent = str(path)
-        nodes: dict[str, Node] = {}
+        nodes: dict[str, tuple[str, str]] = {}  # as NodeMap keeps them
         sealed: dict[str, str] = {}
         # Entry names already opened at this path, by sealed name: sealing is deterministic
         # and binds the parent path, so an identical sealed name under the same parent opens
@@ -382,7 +463,7 @@ class TreeCodec:
                     raise IntegrityError(
                         f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
                     )
-                nodes[name] = Node(kind, entry.oid)
+                nodes[name] = (kind, entry.oid)
                 sealed[name] = entry.name
             node.count = len(entries)
             node.names = tuple([entry.name for entry in entries])
@@ -392,10 +473,10 @@ class TreeCodec:
                 name = known[raw]
                 if name in nodes:
                     raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-                nodes[name] = previous.nodes[name]
+                nodes[name] = previous.nodes.packed[name]
                 sealed[name] = raw
         buckets.recount(shape)
-        loaded = _Loaded(frozen(nodes), frozen(sealed), shape)
+        loaded = _Loaded(NodeMap(frozen(nodes)), frozen(sealed), shape)
         self._remember(key, loaded)
         return loaded
 
@@ -521,7 +602,7 @@ class TreeCodec:
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        self._remember((oid, path), _Loaded(nodes, names, shape, fold_index))
+        self._remember((oid, path), _Loaded(NodeMap.of(nodes), names, shape, fold_index))
         return oid
 
     def stamp_root(self, oid: str) -> str:
@@ -823,9 +904,6 @@ def changed_file_nodes(
         for name in sorted(set(a_children) | set(b_children), reverse=True):
             stack.append((path.child(name), a_children.get(name), b_children.get(name)))
     return out
-
-
-_D = TypeVar("_D")
 
 
 class _Unloaded(Mapping[str, Node]):
@@ -1225,7 +1303,7 @@ class TreeEditor:
                     continue
             directory.load()
             base = directory.base
-            nodes = evolved({} if base is None else base.nodes, changes)
+            nodes = (EMPTY_NODES if base is None else base.nodes).evolve(changes)
             written[id(directory)] = self.codec.write_dir(
                 directory.path,
                 nodes,

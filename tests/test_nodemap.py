@@ -1,0 +1,85 @@
+"""A directory version's entries (gitmem.tree.NodeMap): Nodes to every reader, held as plain
+(kind, oid) tuples that CPython's cyclic collector stops tracking, so that a store of 10,000
+files does not add 10,000 objects to every full collection (docs/performance.md, "The
+collector's share")."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+from pathlib import Path
+
+import pytest
+
+from gitmem import MemoryStore
+from gitmem.paths import parse
+from gitmem.shardmap import SMALL, ShardedMap
+from gitmem.store import Change
+from gitmem.tree import EMPTY_NODES, Node, NodeMap, TreeCodec, TreeEditor
+
+
+def oid(i: int) -> str:
+    return f"{i:040x}"
+
+
+def test_node_fields_equality_and_immutability() -> None:
+    node = Node("f", oid(1))
+    assert (node.kind, node.oid) == ("f", oid(1))
+    assert node == Node(kind="f", oid=oid(1)) and hash(node) == hash(Node("f", oid(1)))
+    assert node != Node("d", oid(1)) and node != Node("f", oid(2))
+    with pytest.raises(AttributeError):
+        node.oid = oid(2)  # type: ignore[misc]
+    assert copy.copy(node) == node and pickle.loads(pickle.dumps(node)) == node
+    assert type(pickle.loads(pickle.dumps(node))) is Node
+
+
+@pytest.mark.parametrize("size", [3, SMALL + 10])
+def test_a_node_map_reads_as_nodes_and_evolves_without_changing(size: int) -> None:
+    plain = {f"n{i}": Node("f" if i % 2 else "d", oid(i)) for i in range(size)}
+    nodes = NodeMap.of(plain)
+    assert NodeMap.of(nodes) is nodes
+    assert isinstance(nodes.packed, ShardedMap) == (size >= SMALL)
+    assert len(nodes) == size and set(nodes) == set(plain) and "n0" in nodes
+    assert "nope" not in nodes and nodes.get("nope") is None and nodes.get("nope", 7) == 7
+    assert dict(nodes.items()) == plain and dict(nodes) == plain
+    for name, node in nodes.items():
+        assert type(node) is Node and nodes[name] == node == nodes.get(name)
+    # Held as exact tuples (a Node is a tuple subclass, which the collector never untracks).
+    assert all(type(value) is tuple for _, value in _pairs(nodes))
+    changed = nodes.evolve({"n0": Node("f", oid(99)), "n1": None, "new": Node("d", oid(7))})
+    assert nodes["n0"] == plain["n0"] and "n1" in nodes and "new" not in nodes
+    assert changed["n0"] == Node("f", oid(99)) and "n1" not in changed
+    assert changed["new"] == Node("d", oid(7)) and len(changed) == size
+    assert all(type(value) is tuple for _, value in _pairs(changed))
+    assert nodes.evolve({}).packed is nodes.packed
+    assert dict(EMPTY_NODES.evolve({"a": Node("f", oid(1))})) == {"a": Node("f", oid(1))}
+
+
+def _pairs(nodes: NodeMap) -> list[tuple[str, tuple[str, str]]]:
+    packed = nodes.packed
+    return list(packed.pairs() if isinstance(packed, ShardedMap) else packed.items())
+
+
+def test_a_loaded_big_directory_is_untracked_after_a_collection(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    at = parse("/memories/d")
+
+    def seed(_: object, tree: TreeEditor) -> Change[None]:
+        for i in range(SMALL + 20):
+            tree.put_file(parse(f"/memories/d/n{i}.md"), str(i).encode())
+        return Change(("/memories/d",), None)
+
+    store.write("seed", seed)
+    store.create("/memories/d/extra.md", "x")
+    snapshot = store.snapshot().lookup(at)
+    assert snapshot is not None
+    for codec in (store.codec, TreeCodec(store.repo, store.keys)):  # written, and read back
+        loaded = codec.load_dir(snapshot.oid, at)
+        packed = loaded.nodes.packed
+        assert isinstance(packed, ShardedMap) and len(loaded.nodes) == SMALL + 21
+        gc.collect()
+        assert not any(gc.is_tracked(value) for _, value in packed.pairs())
+        assert not any(gc.is_tracked(shard) for shard in packed._shards)
+        assert loaded.nodes["extra.md"].kind == "f"
+    assert store.read_text("/memories/d/n5.md") == "5" and store.verify().ok
