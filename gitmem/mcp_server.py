@@ -19,6 +19,8 @@ from typing import Any
 
 import anyio
 from anthropic.lib.tools import ToolError
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskStatus
 from anyio.to_thread import run_sync
 from mcp import types
 from mcp.server import Server, ServerRequestContext
@@ -300,10 +302,8 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
     publish the store's logged writes for plain git; SIGTERM and SIGINT publish, then end the
     process as the signal would have."""
     server = build_server(MemoryServer(store, allow_restore=allow_restore))
-
-    async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+    handled = (signal.SIGTERM, signal.SIGINT)
+    main_thread = threading.current_thread() is threading.main_thread()
 
     def stop(signum: int, _frame: object) -> None:
         # The loop cannot be stopped in order: the thread reading stdin cannot be cancelled.
@@ -312,8 +312,27 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    handled = (signal.SIGTERM, signal.SIGINT)
-    main_thread = threading.current_thread() is threading.main_thread()
+    async def on_signals(*, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
+        # Python runs a signal handler on the main thread only, and the kernel may hand the
+        # signal to another (the one blocked reading stdin): the idle loop's select() would
+        # sleep on, and the signal be ignored. The loop's own handlers wake it from any thread;
+        # and a second signal while the first one publishes waits in the loop's queue, where a
+        # handler of Python's would publish again inside the first, waiting for the writer
+        # lock its own caller holds.
+        with anyio.open_signal_receiver(*handled) as signals:
+            task_status.started()
+            async for signum in signals:
+                stop(signum, None)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+            if main_thread:
+                await tasks.start(on_signals)
+            await server.run(read, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+    # Until the loop's handlers are in place (and after they are gone), Python's: the main
+    # thread is running then, so it runs them soon whichever thread the signal came to.
     previous = [signal.signal(signum, stop) for signum in handled] if main_thread else []
     try:
         anyio.run(main)

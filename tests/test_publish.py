@@ -8,6 +8,7 @@ Exit behaviour is tested with real subprocesses; they write, then exit (or are k
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -308,6 +309,63 @@ def test_the_mcp_server_publishes_on_sigterm(
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=60)
     server.communicate(timeout=60)
+    assert_plain_git_reads(repo_path, 1)
+
+
+def test_the_mcp_server_publishes_on_a_sigterm_another_thread_receives(
+    store: gitmem.MemoryStore, repo_path: Path, key: str
+) -> None:
+    # The kernel hands a process's signal to any thread that does not block it: here the one
+    # blocked reading stdin, as on a loaded machine. Python runs the handler on the main
+    # thread only, which sat in the idle event loop's select() until something woke it.
+    server = start_mcp(repo_path, key)
+    call_create(server)
+    others = [int(t) for t in os.listdir(f"/proc/{server.pid}/task") if int(t) != server.pid]
+    assert others  # the stdin reader at least
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+    for tid in others:
+        tgkill(server.pid, tid, signal.SIGTERM)  # one that has exited since is ESRCH: fine
+    try:
+        server.wait(timeout=60)  # only stops a hung test: the exit follows at once
+    finally:
+        server.kill()
+        server.communicate(timeout=60)
+    assert server.returncode == -signal.SIGTERM
+    assert_plain_git_reads(repo_path, 1)
+
+
+def test_the_mcp_server_publishes_once_when_a_second_signal_comes_while_it_does(
+    store: gitmem.MemoryStore, repo_path: Path, key: str
+) -> None:
+    # The second signal (Ctrl-C, then SIGTERM) arrives while the first one's publish holds the
+    # writer lock: it must not start another publish, which would wait for that very lock.
+    code = """
+        import os, signal, sys
+        from gitmem import gitrepo
+        from gitmem.cli import main
+        checkpoint = gitrepo.GitRepo._checkpoint
+        def second_signal(self, *args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)
+            return checkpoint(self, *args, **kwargs)
+        gitrepo.GitRepo._checkpoint = second_signal
+        main(sys.argv[1:])
+        """
+    server = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), "--repo", str(repo_path), "mcp"],
+        env=env_with(key),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    call_create(server)
+    server.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = server.communicate(timeout=120)  # only stops a hung test
+    finally:
+        server.kill()
+    assert server.returncode == -signal.SIGTERM, stderr
+    assert "not published" not in stderr
     assert_plain_git_reads(repo_path, 1)
 
 
