@@ -37,8 +37,8 @@ from .errors import (
     GitMemError,
     IntegrityError,
     KeyMissing,
-    StorageError,
     UsageError,
+    file_system_refused,
     shown,
     shown_repr,
 )
@@ -239,12 +239,7 @@ class GitMemGroup(click.Group):
         except OSError as exc:
             # The environment failed (a full disk, a read-only store), not the command: one
             # line, no traceback. A write moves its ref last, so nothing is half written.
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            where = f" ({shown(os.fsdecode(exc.filename))})" if exc.filename else ""
-            fail(
-                StorageError(f"the file system refused: {reason}{where}; nothing was changed"),
-                ctx.find_object(CliState),
-            )
+            fail(file_system_refused(exc), ctx.find_object(CliState))
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for git in the same case

@@ -7,6 +7,7 @@ and these classes cannot drift apart.
 
 from __future__ import annotations
 
+import os
 import reprlib
 import unicodedata
 from pathlib import Path
@@ -206,6 +207,14 @@ class KeysDiverged(ConflictError):
 # How much of a string from the model or the user an error message repeats: enough for any
 # ordinary old_str or path (so they read exactly as the reference's messages), not 100 MB.
 ECHO_CHARS = 2_000
+
+
+def file_system_refused(exc: OSError) -> StorageError:
+    """``exc``, which the file system raised (a full disk, a read-only store, a path longer
+    than it allows), as the one line that reports it: its reason and path (shown)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    where = f" ({shown(os.fsdecode(exc.filename))})" if exc.filename else ""
+    return StorageError(f"the file system refused: {reason}{where}; nothing was changed")
 
 
 def clip(text: str, limit: int = ECHO_CHARS) -> str:

@@ -35,6 +35,7 @@ from .errors import (
     StorageError,
     StoreReplaced,
     UsageError,
+    file_system_refused,
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
@@ -191,10 +192,27 @@ class MemoryStore:
         and the keyword ``settings`` (``session``, ``lock_timeout``, ``state_dir``,
         ``check_rollback``, ``limits``, ``secrets``; each overrides ``options``) say how the
         store is used. Raises
-        :class:`NoStore`, :class:`KeyMissing`, :class:`WrongKey` or :class:`WrongPassphrase`.
+        :class:`NoStore`, :class:`KeyMissing`, :class:`WrongKey`, :class:`WrongPassphrase`, or
+        :class:`StorageError` when the file system refuses the path (one longer than it allows,
+        a directory that cannot be read).
         """
-        target = Path(path)
         opts = StoreOptions.of(options, **settings)
+        try:
+            return cls._open(Path(path), key, create, accept_store, opts, passphrase, prompt)
+        except OSError as exc:
+            raise file_system_refused(exc) from None
+
+    @classmethod
+    def _open(
+        cls,
+        target: Path,
+        key: str | bytes | None,
+        create: bool,
+        accept_store: bool,
+        opts: StoreOptions,
+        passphrase: str | None,
+        prompt: Callable[[], str] | None,
+    ) -> MemoryStore:
         if create and cls.vacant(target):
             cls._refuse_vanished(target, opts)
             return cls._create(target, resolve_credential(key, passphrase, None), opts)

@@ -10,7 +10,14 @@ import pytest
 
 import gitmem
 from gitmem import history, parse_path
-from gitmem.errors import ConflictError, InvalidPath, NotADirectory, NotAFile, NotFound
+from gitmem.errors import (
+    ConflictError,
+    InvalidPath,
+    NotADirectory,
+    NotAFile,
+    NotFound,
+    StorageError,
+)
 from gitmem.gitrepo import BRANCH, Durability, GitRepo
 from gitmem.store import Change, NoChange, Operation
 from gitmem.textops import TextNotFound
@@ -291,3 +298,23 @@ def test_a_path_of_the_wrong_kind_is_named_as_what_it_is(store: gitmem.MemorySto
     assert store.head() == head
     # One except clause still catches both: a NotADirectory is a NotAFile.
     assert issubclass(NotADirectory, NotAFile) and NotADirectory.exit_code == 1
+
+
+@pytest.mark.parametrize("name", ["a/" * 2500, "b" * 300, "c" * 300 + "/store.git"])
+@pytest.mark.parametrize("how", ["open", "create", "tool"])
+def test_a_path_the_file_system_refuses_is_a_storage_error(
+    tmp_path: Path, key: str, name: str, how: str
+) -> None:
+    # A 5,000-character path, or a component over 255 bytes: the CLI said so in one line, the
+    # Python API raised the OSError from a stat() of the path.
+    path = tmp_path / name
+    with pytest.raises(StorageError, match="the file system refused: File name too long") as err:
+        if how == "open":
+            gitmem.MemoryStore.open(path, key)
+        elif how == "create":
+            gitmem.MemoryStore.open(path, key, create=True)
+        else:
+            gitmem.GitMemoryTool(path, key=key)
+    assert err.value.exit_code == 1
+    assert len(str(err.value)) < 2300  # the path shown cut, as every error shows one
+    assert not any(tmp_path.iterdir())  # nothing made
