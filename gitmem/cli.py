@@ -1171,8 +1171,10 @@ def accept_head(state: CliState, as_json: bool) -> None:
             {"commit": None if op is None else op.commit, "seq": None if op is None else op.seq}
         )
         return
-    where = "an empty store" if op is None else f"operation #{op.seq} ({op.commit[:10]})"
-    click.echo(f"This client now trusts the store at {where}.")
+    if op is None:
+        click.echo("This client now trusts the store as it is: empty, no operations yet.")
+    else:
+        click.echo(f"This client now trusts the store at operation #{op.seq} ({op.commit[:10]}).")
 
 
 @main.command("accept-store")

@@ -573,6 +573,16 @@ def test_init_that_cannot_save_the_key_makes_no_store(
     ]
 
 
+def test_accept_head_on_an_empty_store(tmp_path: Path, key: str) -> None:
+    # It said "This client now trusts the store at an empty store."
+    MemoryStore.init(tmp_path / "s.git", key)
+    result = CliRunner().invoke(
+        main, ["--repo", str(tmp_path / "s.git"), "accept-head"], env={"GITMEM_KEY": key}
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "This client now trusts the store as it is: empty, no operations yet.\n"
+
+
 def test_accept_head_json(gm: Gitmem) -> None:
     c = gm.ids()
     assert json.loads(gm.ok("accept-head", "--json")) == {"commit": c[6], "seq": 7}
