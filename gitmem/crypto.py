@@ -72,6 +72,8 @@ def decode_key(key: str | bytes) -> bytes:
         raise WrongKey("the key must be text from gitmem.generate_key() or 32 bytes")
     # A byte order mark is what some editors put at the start of a file saved as UTF-8.
     text = key.strip().removeprefix("\ufeff").strip()
+    if not text:
+        raise WrongKey("the key is not valid: it is empty")
     if not text.startswith(KEY_TEXT_PREFIX):
         raise WrongKey(f"the key is not valid: key text starts with '{KEY_TEXT_PREFIX}'")
     body = text[len(KEY_TEXT_PREFIX) :]

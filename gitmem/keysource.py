@@ -52,6 +52,8 @@ def read_key_file(path: Path) -> bytes:
         text = read_regular_file(path, _KEY_FILE_MAX).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise WrongKey(f"the key file {path} cannot be read: {type(exc).__name__}") from None
+    if not text.strip().removeprefix("\ufeff").strip():  # as decode_key reads it
+        raise WrongKey(f"the key file {path} is empty: it should hold the store's key text")
     try:
         return decode_key(text)
     except WrongKey as exc:

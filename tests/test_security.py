@@ -141,7 +141,8 @@ def _flip_char(key: str) -> str:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda k: "", _PREFIX),
+        (lambda k: "", "the key is not valid: it is empty"),
+        (lambda k: " \n", "the key is not valid: it is empty"),
         (lambda k: "not-a-key", _PREFIX),
         (lambda k: k[len(KEY_TEXT_PREFIX) :], _PREFIX),
         (lambda k: KEY_TEXT_PREFIX, _cut(13)),
@@ -186,6 +187,17 @@ def test_a_key_with_a_byte_order_mark_is_accepted(
     path.write_bytes(b"\xef\xbb\xbf" + key.encode() + b"\r\n")  # as a Windows editor saves it
     path.chmod(0o600)
     assert MemoryStore.open(repo_path, gitmem.keysource.read_key_file(path), state_dir=state)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n", b"\xef\xbb\xbf\r\n"])
+def test_an_empty_key_file_is_said_to_be_empty(tmp_path: Path, content: bytes) -> None:
+    # It was reported as "key text starts with 'gmk1-'", as if it held some other text.
+    path = tmp_path / "key"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    with pytest.raises(WrongKey) as info:
+        gitmem.keysource.read_key_file(path)
+    assert str(info.value) == f"the key file {path} is empty: it should hold the store's key text"
 
 
 def test_malformed_key_when_creating(repo_path: Path, state: Path) -> None:
