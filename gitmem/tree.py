@@ -38,7 +38,7 @@ from .format import (
 )
 from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
 from .paths import MEMORIES_ROOT, MemoryPath
-from .shardmap import ShardedMap, evolved, frozen
+from .shardmap import SMALL, ShardedMap, evolved, frozen
 
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
 # goes stale, and repeated `view`s of an unchanged store skip all name decryption. The bound
@@ -74,27 +74,22 @@ _as_node: Callable[[tuple[str, str]], Node] = partial(tuple.__new__, Node)
 
 
 class NodeMap(Mapping[str, Node]):
-    """A directory version's entries: a read-only mapping of names to Nodes, held as plain
+    """A big directory version's entries: a read-only mapping of names to Nodes, held as plain
     ``(kind, oid)`` tuples (``packed``) and made Nodes when read.
 
     A store keeps one entry per name of each directory it has loaded (10,000 for a directory
     of 10,000 files), shared by its later versions. CPython's cyclic collector stops tracking
     an exact tuple of strs, and a dict holding only such tuples, after its first pass; a Node
     (an object of a class, a NamedTuple too) is tracked as long as it lives, and every full
-    collection would traverse each (docs/performance.md, "The collector's share").
+    collection would traverse each (docs/performance.md, "The collector's share"). A directory
+    of fewer than :data:`gitmem.shardmap.SMALL` entries keeps a plain dict of Nodes instead
+    (:func:`version_nodes`): its lookups then cost no Python call, and it holds few objects.
     """
 
     __slots__ = ("packed",)
 
     def __init__(self, packed: Mapping[str, tuple[str, str]]) -> None:
         self.packed = packed
-
-    @classmethod
-    def of(cls, nodes: Mapping[str, Node]) -> NodeMap:
-        """``nodes`` held this way (itself if it is a NodeMap)."""
-        if isinstance(nodes, NodeMap):
-            return nodes
-        return cls(frozen({name: _plain(node) for name, node in nodes.items()}))
 
     def __getitem__(self, name: str) -> Node:
         return _as_node(self.packed[name])
@@ -120,15 +115,36 @@ class NodeMap(Mapping[str, Node]):
         # Pair by pair from the packed map: Mapping's would look every name up again.
         return _NodeItems(self)
 
-    def evolve(self, changes: Mapping[str, Node | None]) -> NodeMap:
-        """A copy with ``changes`` applied (None removes the name), sharing the rest."""
-        plain = {name: None if node is None else _plain(node) for name, node in changes.items()}
-        return NodeMap(evolved(self.packed, plain))
-
 
 def _plain(node: Node) -> tuple[str, str]:
     """``node`` as the exact tuple a NodeMap keeps (a Node is a tuple subclass)."""
     return (node[0], node[1])
+
+
+def version_nodes(nodes: Mapping[str, Node]) -> Mapping[str, Node]:
+    """``nodes`` as a directory version keeps them (the caller no longer changes them): a
+    dict of Nodes when small, else a :class:`NodeMap` (itself if it is one)."""
+    if isinstance(nodes, NodeMap) or (isinstance(nodes, dict) and len(nodes) < SMALL):
+        return nodes
+    if len(nodes) < SMALL:
+        return dict(nodes)
+    return NodeMap(ShardedMap.of({name: _plain(node) for name, node in nodes.items()}))
+
+
+def evolved_nodes(
+    base: Mapping[str, Node], changes: Mapping[str, Node | None]
+) -> Mapping[str, Node]:
+    """A directory version's entries ``base`` with ``changes`` applied (None removes the
+    name), sharing what they do not touch; ``base`` is not changed."""
+    if not changes:
+        return base
+    if isinstance(base, NodeMap):
+        plain = {name: None if node is None else _plain(node) for name, node in changes.items()}
+        packed = evolved(base.packed, plain)
+        if isinstance(packed, ShardedMap):
+            return NodeMap(packed)
+        return {name: _as_node(node) for name, node in packed.items()}  # shrunk below SMALL
+    return version_nodes(evolved(base, changes))
 
 
 class _NodeItems(ItemsView[str, Node]):
@@ -141,9 +157,6 @@ class _NodeItems(ItemsView[str, Node]):
         pairs = packed.pairs() if isinstance(packed, ShardedMap) else packed.items()
         for name, plain in pairs:
             yield name, _as_node(plain)
-
-
-EMPTY_NODES = NodeMap({})
 
 
 @dataclass(frozen=True)
@@ -162,7 +175,7 @@ _Pending = tuple["buckets.Shape", list[TreeEntry], int, int, "buckets.Shape | No
 @dataclass
 class _Loaded:
     # Read-only once made (shared with later versions: see gitmem.shardmap).
-    nodes: NodeMap
+    nodes: Mapping[str, Node]  # see version_nodes
     sealed: Mapping[str, str]
     # The directory's tree and its buckets (gitmem.buckets): the next version is edited from
     # it, so that one write of a big directory costs its changes and the buckets they touch.
@@ -426,7 +439,7 @@ class TreeCodec:
         if cached is not None:
             return cached
         parent = str(path)
-        nodes: dict[str, tuple[str, str]] = {}  # as NodeMap keeps them
+        nodes: dict[str, tuple[str, str]] = {}  # plain tuples, as a NodeMap keeps them
         sealed: dict[str, str] = {}
         # Entry names already opened at this path, by sealed name: sealing is deterministic
         # and binds the parent path, so an identical sealed name under the same parent opens
@@ -473,10 +486,15 @@ class TreeCodec:
                 name = known[raw]
                 if name in nodes:
                     raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-                nodes[name] = previous.nodes.packed[name]
+                nodes[name] = _plain(previous.nodes[name])
                 sealed[name] = raw
         buckets.recount(shape)
-        loaded = _Loaded(NodeMap(frozen(nodes)), frozen(sealed), shape)
+        kept: Mapping[str, Node]
+        if len(nodes) < SMALL:
+            kept = {name: _as_node(node) for name, node in nodes.items()}
+        else:
+            kept = NodeMap(ShardedMap.of(nodes))
+        loaded = _Loaded(kept, frozen(sealed), shape)
         self._remember(key, loaded)
         return loaded
 
@@ -602,7 +620,7 @@ class TreeCodec:
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        self._remember((oid, path), _Loaded(NodeMap.of(nodes), names, shape, fold_index))
+        self._remember((oid, path), _Loaded(version_nodes(nodes), names, shape, fold_index))
         return oid
 
     def stamp_root(self, oid: str) -> str:
@@ -1303,7 +1321,7 @@ class TreeEditor:
                     continue
             directory.load()
             base = directory.base
-            nodes = (EMPTY_NODES if base is None else base.nodes).evolve(changes)
+            nodes = evolved_nodes({} if base is None else base.nodes, changes)
             written[id(directory)] = self.codec.write_dir(
                 directory.path,
                 nodes,

@@ -16,7 +16,7 @@ from gitmem import MemoryStore
 from gitmem.paths import parse
 from gitmem.shardmap import SMALL, ShardedMap
 from gitmem.store import Change
-from gitmem.tree import EMPTY_NODES, Node, NodeMap, TreeCodec, TreeEditor
+from gitmem.tree import Node, NodeMap, TreeCodec, TreeEditor, evolved_nodes, version_nodes
 
 
 def oid(i: int) -> str:
@@ -35,25 +35,41 @@ def test_node_fields_equality_and_immutability() -> None:
 
 
 @pytest.mark.parametrize("size", [3, SMALL + 10])
-def test_a_node_map_reads_as_nodes_and_evolves_without_changing(size: int) -> None:
+def test_a_version_s_nodes_read_as_nodes_and_evolve_without_changing(size: int) -> None:
     plain = {f"n{i}": Node("f" if i % 2 else "d", oid(i)) for i in range(size)}
-    nodes = NodeMap.of(plain)
-    assert NodeMap.of(nodes) is nodes
-    assert isinstance(nodes.packed, ShardedMap) == (size >= SMALL)
+    nodes = version_nodes(plain)
+    assert version_nodes(nodes) is nodes
+    # Big: packed (exact tuples: a Node is a tuple subclass, which the collector never
+    # untracks); small: a dict of Nodes.
+    assert isinstance(nodes, NodeMap) == (size >= SMALL)
     assert len(nodes) == size and set(nodes) == set(plain) and "n0" in nodes
     assert "nope" not in nodes and nodes.get("nope") is None and nodes.get("nope", 7) == 7
     assert dict(nodes.items()) == plain and dict(nodes) == plain
     for name, node in nodes.items():
         assert type(node) is Node and nodes[name] == node == nodes.get(name)
-    # Held as exact tuples (a Node is a tuple subclass, which the collector never untracks).
-    assert all(type(value) is tuple for _, value in _pairs(nodes))
-    changed = nodes.evolve({"n0": Node("f", oid(99)), "n1": None, "new": Node("d", oid(7))})
+    if isinstance(nodes, NodeMap):
+        assert all(type(value) is tuple for _, value in _pairs(nodes))
+    changes = {"n0": Node("f", oid(99)), "n1": None, "new": Node("d", oid(7))}
+    changed = evolved_nodes(nodes, changes)
     assert nodes["n0"] == plain["n0"] and "n1" in nodes and "new" not in nodes
     assert changed["n0"] == Node("f", oid(99)) and "n1" not in changed
     assert changed["new"] == Node("d", oid(7)) and len(changed) == size
-    assert all(type(value) is tuple for _, value in _pairs(changed))
-    assert nodes.evolve({}).packed is nodes.packed
-    assert dict(EMPTY_NODES.evolve({"a": Node("f", oid(1))})) == {"a": Node("f", oid(1))}
+    assert isinstance(changed, NodeMap) == (size >= SMALL)
+    if isinstance(changed, NodeMap):
+        assert all(type(value) is tuple for _, value in _pairs(changed))
+    assert evolved_nodes(nodes, {}) is nodes
+
+
+def test_nodes_grown_past_small_are_packed_and_shrunk_below_it_are_nodes_again() -> None:
+    small = version_nodes({f"n{i}": Node("f", oid(i)) for i in range(SMALL - 1)})
+    assert isinstance(small, dict)
+    grown = evolved_nodes(small, {"a": Node("f", oid(1)), "b": Node("d", oid(2))})
+    assert isinstance(grown, NodeMap) and len(grown) == SMALL + 1 and grown["b"].kind == "d"
+    shrunk = evolved_nodes(grown, {f"n{i}": None for i in range(SMALL - 10)})
+    assert isinstance(shrunk, dict) and all(type(node) is Node for node in shrunk.values())
+    assert shrunk == {"a": Node("f", oid(1)), "b": Node("d", oid(2))} | {
+        f"n{i}": Node("f", oid(i)) for i in range(SMALL - 10, SMALL - 1)
+    }
 
 
 def _pairs(nodes: NodeMap) -> list[tuple[str, tuple[str, str]]]:
@@ -76,8 +92,9 @@ def test_a_loaded_big_directory_is_untracked_after_a_collection(repo_path: Path,
     assert snapshot is not None
     for codec in (store.codec, TreeCodec(store.repo, store.keys)):  # written, and read back
         loaded = codec.load_dir(snapshot.oid, at)
+        assert isinstance(loaded.nodes, NodeMap) and len(loaded.nodes) == SMALL + 21
         packed = loaded.nodes.packed
-        assert isinstance(packed, ShardedMap) and len(loaded.nodes) == SMALL + 21
+        assert isinstance(packed, ShardedMap)
         gc.collect()
         assert not any(gc.is_tracked(value) for _, value in packed.pairs())
         assert not any(gc.is_tracked(shard) for shard in packed._shards)
