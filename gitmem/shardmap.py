@@ -63,6 +63,10 @@ class ShardedMap(Mapping[K, V]):
         # Shard by shard: Mapping's would look every key up again (a listing of 10,000).
         return _Items(self)
 
+    def shards(self) -> list[dict[K, V]]:
+        """The shards themselves (read-only: shared with other versions)."""
+        return self._shards
+
     def pairs(self) -> Iterator[tuple[K, V]]:
         """Every (key, value), shard by shard."""
         for shard in self._shards:
