@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Callable, ItemsView, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate
@@ -119,6 +127,14 @@ class NodeMap(Mapping[str, Node]):
 def _plain(node: Node) -> tuple[str, str]:
     """``node`` as the exact tuple a NodeMap keeps (a Node is a tuple subclass)."""
     return (node[0], node[1])
+
+
+def plain_items(nodes: Mapping[str, Node]) -> Iterable[tuple[str, tuple[str, str]]]:
+    """Each entry's name and (kind, oid), without making a Node of those a NodeMap holds."""
+    if isinstance(nodes, NodeMap):
+        packed = nodes.packed
+        return packed.pairs() if isinstance(packed, ShardedMap) else packed.items()
+    return nodes.items()
 
 
 def version_nodes(nodes: Mapping[str, Node]) -> Mapping[str, Node]:
@@ -858,22 +874,25 @@ class Snapshot:
         # A stack instead of recursion (as everywhere a tree is walked): depth is the data's.
         stack = self._visible_children(path, node, "", 1)
         while stack:
+            # ``child`` is (kind, oid): a Node, or the plain tuple a NodeMap holds (no Node
+            # made for each of a big directory's entries; see NodeMap).
             rel, child_path, child, level = stack.pop()
-            if child.kind == KIND_DIR:
+            if child[0] == KIND_DIR:
                 rows.append(ListEntry(rel, KIND_DIR, 0))
                 if level < depth:
-                    stack.extend(self._visible_children(child_path, child, rel + "/", level + 1))
+                    below = _as_node(child)
+                    stack.extend(self._visible_children(child_path, below, rel + "/", level + 1))
             else:
-                rows.append(ListEntry(rel, KIND_FILE, self.codec.file_size(child.oid)))
+                rows.append(ListEntry(rel, KIND_FILE, self.codec.file_size(child[1])))
         return rows
 
     def _visible_children(
         self, path: MemoryPath, node: Node, prefix: str, level: int
-    ) -> list[tuple[str, MemoryPath, Node, int]]:
+    ) -> list[tuple[str, MemoryPath, tuple[str, str], int]]:
         """The listed entries of a directory, last first (the order a stack pops them in)."""
         return [
             (prefix + name, path.child(name), child, level)
-            for name, child in sorted(self.children(path, node).items(), reverse=True)
+            for name, child in sorted(plain_items(self.children(path, node)), reverse=True)
             if not name.startswith(".") and name not in EXCLUDED_NAMES
         ]
 

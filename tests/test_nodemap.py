@@ -100,3 +100,27 @@ def test_a_loaded_big_directory_is_untracked_after_a_collection(repo_path: Path,
         assert not any(gc.is_tracked(shard) for shard in packed._shards)
         assert loaded.nodes["extra.md"].kind == "f"
     assert store.read_text("/memories/d/n5.md") == "5" and store.verify().ok
+
+
+def test_a_big_directory_lists_from_its_held_tuples(repo_path: Path, key: str) -> None:
+    # The listing reads the (kind, oid) tuples a NodeMap holds, making Nodes only of the
+    # directories it descends into: the same rows as from Nodes.
+    store = MemoryStore.open(repo_path, key, create=True)
+
+    def seed(_: object, tree: TreeEditor) -> Change[None]:
+        for i in range(SMALL + 5):
+            tree.put_file(parse(f"/memories/d/n{i:03d}.md"), b"x" * i)
+        tree.put_file(parse("/memories/d/sub/deep.md"), b"deep")
+        return Change(("/memories/d",), None)
+
+    store.write("seed", seed)
+    snapshot = store.snapshot()
+    at = parse("/memories/d")
+    node = snapshot.lookup(at)
+    assert node is not None
+    assert isinstance(snapshot.children(at, node), NodeMap)
+    rows = snapshot.listing(at)
+    assert len(rows) == SMALL + 7
+    by_path = {row.relative: (row.kind, row.size) for row in rows}
+    assert by_path["sub"] == ("d", 0) and by_path["sub/deep.md"] == ("f", 4)
+    assert all(by_path[f"n{i:03d}.md"] == ("f", i) for i in range(SMALL + 5))
