@@ -301,29 +301,23 @@ def test_the_mcp_server_publishes_when_stdin_closes(
     assert_plain_git_reads(repo_path, 1)
 
 
+@pytest.mark.parametrize("receiver", ["process", "other threads"])
 def test_the_mcp_server_publishes_on_sigterm(
-    store: gitmem.MemoryStore, repo_path: Path, key: str
+    store: gitmem.MemoryStore, repo_path: Path, key: str, receiver: str
 ) -> None:
     server = start_mcp(repo_path, key)
     call_create(server)
-    server.send_signal(signal.SIGTERM)
-    assert wait_for_exit(server) == -signal.SIGTERM
-    assert_plain_git_reads(repo_path, 1)
-
-
-def test_the_mcp_server_publishes_on_a_sigterm_another_thread_receives(
-    store: gitmem.MemoryStore, repo_path: Path, key: str
-) -> None:
-    # The kernel may hand a process's signal to any thread that does not block it: here the
-    # one blocked reading stdin. Python runs the handler on the main thread only, which sat in
-    # the idle event loop's select() until something woke it.
-    server = start_mcp(repo_path, key)
-    call_create(server)
-    others = [int(t) for t in os.listdir(f"/proc/{server.pid}/task") if int(t) != server.pid]
-    assert others  # the stdin reader at least
-    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
-    for tid in others:
-        tgkill(server.pid, tid, signal.SIGTERM)  # one that has exited since is ESRCH: fine
+    if receiver == "process":
+        server.send_signal(signal.SIGTERM)
+    else:
+        # The kernel may hand a process's signal to any thread that does not block it: here
+        # the one blocked reading stdin. Python runs the handler on the main thread only, which
+        # sat in the idle event loop's select() until something woke it.
+        others = [int(t) for t in os.listdir(f"/proc/{server.pid}/task") if int(t) != server.pid]
+        assert others  # the stdin reader at least
+        tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+        for tid in others:
+            tgkill(server.pid, tid, signal.SIGTERM)  # one that has exited since is ESRCH: fine
     assert wait_for_exit(server) == -signal.SIGTERM
     assert_plain_git_reads(repo_path, 1)
 
