@@ -190,7 +190,11 @@ class Model:
             if i >= end:
                 disjoint, end = disjoint + 1, i + max(len(old), 1)
         if disjoint > 1:
-            numbers = ", ".join(str(content[:i].count("\n") + 1) for i in starts)
+            # safeguards.md: the lines of the first 100 occurrences, then how many there are at
+            # least (str.count's non-overlapping ones, "" at every position).
+            numbers = ", ".join(str(content[:i].count("\n") + 1) for i in starts[:100])
+            if len(starts) > 100:
+                numbers += f", ... (the first 100 of {max(101, content.count(old)):,} or more)"
             raise Refused(
                 f"No replacement was performed. Multiple occurrences of old_str `{old}` in "
                 f"lines: {numbers}. Please ensure it is unique"
@@ -541,3 +545,20 @@ def test_model_is_not_vacuous() -> None:
     with pytest.raises(Refused) as info:
         m.rename(("a",), ("a", "a"))
     assert str(info.value) == "Error: Cannot move /memories/a into itself"
+
+
+@pytest.mark.parametrize(("text", "old"), [("a" * 150, ""), ("ab\n" * 120, "b"), ("a" * 5, "")])
+def test_the_model_lists_multiple_matches_as_the_tool_does(
+    tmp_path: Path, key: str, text: str, old: str
+) -> None:
+    # Found by test_model_long: past 100 occurrences the tool lists the first 100 and a count
+    # (safeguards.md); an empty old_str occurs at every position of a non-empty file.
+    tool = gitmem.GitMemoryTool(tmp_path / "store.git", key=key, state_dir=tmp_path / "state")
+    tool.call({"command": "create", "path": "/memories/a", "file_text": text})
+    model = Model()
+    model.create(("a",), text)
+    with pytest.raises(Refused) as expected:
+        model.str_replace(("a",), old, "x")
+    with pytest.raises(ToolError) as got:
+        tool.call({"command": "str_replace", "path": "/memories/a", "old_str": old, "new_str": "x"})
+    assert got.value.content == str(expected.value)
