@@ -313,31 +313,26 @@ def store(
 ) -> str:
     """Write every unwritten tree of ``shape`` (children first) and return the top's id;
     ``extra`` (key, entry) is one more entry of the top tree (the root's metadata blob)."""
-    below = shape.buckets
-    if below is None:
-        # One tree (a small directory's write).
-        assert shape.keys is not None and shape.entries is not None
-        shape.oid = write_tree(_joined(shape.keys, shape.entries, extra))
-        _freeze(shape)
-        return shape.oid
-    data = _inner_bytes(shape, below, write_tree)
-    shape.oid = write_tree(data if extra is None else _with(data, extra))
-    # Only now, the tree written: a failed write leaves the copy as it was.
-    shape.data, shape.changed = data, None
-    return shape.oid
+    return _write(shape, write_tree, extra)
 
 
-def _write(node: Shape, write_tree: Callable[[bytes], str]) -> None:
-    """Write unwritten tree ``node`` below a directory's, and its unwritten trees first."""
+def _write(
+    node: Shape, write_tree: Callable[[bytes], str], extra: tuple[bytes, bytes] | None = None
+) -> str:
+    """Write unwritten tree ``node`` (with ``extra`` as in :func:`store`), its unwritten trees
+    first, and return its id."""
     below = node.buckets
     if below is None:
-        assert node.entries is not None
-        node.oid = write_tree(b"".join(node.entries))
+        # One tree (a small directory's write, or a leaf).
+        assert node.keys is not None and node.entries is not None
+        node.oid = write_tree(_joined(node.keys, node.entries, extra))
         _freeze(node)
-        return
+        return node.oid
     data = _inner_bytes(node, below, write_tree)
-    node.oid = write_tree(data)
+    node.oid = write_tree(data if extra is None else _with(data, extra))
+    # Only now, the tree written: a failed write leaves the copy as it was.
     node.data, node.changed = data, None
+    return node.oid
 
 
 def _freeze(leaf: Shape) -> None:

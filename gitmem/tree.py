@@ -12,6 +12,7 @@ import itertools
 import zlib
 from collections.abc import (
     Callable,
+    Container,
     ItemsView,
     Iterable,
     Iterator,
@@ -144,7 +145,17 @@ def version_nodes(nodes: Mapping[str, Node]) -> Mapping[str, Node]:
         return nodes
     if len(nodes) < SMALL:
         return dict(nodes)
-    return NodeMap(ShardedMap.of({name: _plain(node) for name, node in nodes.items()}))
+    return _from_plain({name: _plain(node) for name, node in nodes.items()})
+
+
+def _from_plain(plain: Mapping[str, tuple[str, str]]) -> Mapping[str, Node]:
+    """A directory version's entries from their plain (kind, oid) tuples: a NodeMap of a
+    sharded map, or when small (not sharded) a dict of Nodes."""
+    if isinstance(plain, ShardedMap):
+        return NodeMap(plain)
+    if len(plain) < SMALL:
+        return {name: _as_node(node) for name, node in plain.items()}
+    return NodeMap(ShardedMap.of(plain))
 
 
 def evolved_nodes(
@@ -156,10 +167,7 @@ def evolved_nodes(
         return base
     if isinstance(base, NodeMap):
         plain = {name: None if node is None else _plain(node) for name, node in changes.items()}
-        packed = evolved(base.packed, plain)
-        if isinstance(packed, ShardedMap):
-            return NodeMap(packed)
-        return {name: _as_node(node) for name, node in packed.items()}  # shrunk below SMALL
+        return _from_plain(evolved(base.packed, plain))  # a dict when it shrank below SMALL
     return version_nodes(evolved(base, changes))
 
 
@@ -422,19 +430,41 @@ class TreeCodec:
         found: dict[str, str] = {}
         names: set[str] = set()
         for entry in entries:
-            if entry.mode != TREE_MODE:
-                raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
-            name, kind = self._open_name(entry.name, parent, oid)
-            if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in names:
-                raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-            if buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
-                raise IntegrityError(
-                    f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
-                )
+            name, _ = self._checked_entry(entry, level, prefix, names, {}, parent, oid)
             names.add(name)
             found[entry.name] = entry.oid
         opened[leaf] = found
         return found
+
+    def _checked_entry(
+        self,
+        entry: TreeEntry,
+        level: int,
+        prefix: int,
+        seen: Container[str],
+        known: Mapping[str, str],
+        parent: str,
+        oid: str,
+    ) -> tuple[str, str]:
+        """The name and kind of memory entry ``entry`` of a leaf ``level`` bucket levels below
+        directory ``parent``'s tree ``oid`` (``prefix``: the bucket indices that led there),
+        with every check a reader makes of it: a tree, an authentic name of a file or a
+        directory not in ``seen``, in its bucket. ``known`` holds names opened already at this
+        path, by sealed name (sealing is deterministic and binds the parent path)."""
+        if entry.mode != TREE_MODE:
+            raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
+        name = known.get(entry.name)
+        if name is not None:
+            kind = entry.name[:1]
+        else:
+            name, kind = self._open_name(entry.name, parent, oid)
+        if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in seen:
+            raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+        if level and buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
+            raise IntegrityError(
+                f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
+            )
+        return name, kind
 
     def _dir_entries(self, oid: str, path: MemoryPath) -> list[TreeEntry]:
         """The entries of directory tree ``oid`` at ``path``, the root's metadata blob left out
@@ -480,19 +510,7 @@ class TreeCodec:
                 )
                 continue
             for entry in entries:
-                if entry.mode != TREE_MODE:
-                    raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
-                name = known.get(entry.name)
-                if name is not None:
-                    kind = entry.name[:1]
-                else:
-                    name, kind = self._open_name(entry.name, parent, oid)
-                if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in nodes:
-                    raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-                if level and buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
-                    raise IntegrityError(
-                        f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
-                    )
+                name, kind = self._checked_entry(entry, level, prefix, nodes, known, parent, oid)
                 nodes[name] = (kind, entry.oid)
                 sealed[name] = entry.name
             node.count = len(entries)
@@ -506,12 +524,7 @@ class TreeCodec:
                 nodes[name] = _plain(previous.nodes[name])
                 sealed[name] = raw
         buckets.recount(shape)
-        kept: Mapping[str, Node]
-        if len(nodes) < SMALL:
-            kept = {name: _as_node(node) for name, node in nodes.items()}
-        else:
-            kept = NodeMap(ShardedMap.of(nodes))
-        loaded = _Loaded(kept, frozen(sealed), shape)
+        loaded = _Loaded(_from_plain(nodes), frozen(sealed), shape)
         self._remember(key, loaded)
         return loaded
 
