@@ -15,7 +15,8 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import anyio
 from anthropic.lib.tools import ToolError
@@ -25,6 +26,8 @@ from anyio.to_thread import run_sync
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from . import history
 from . import paths as memory_paths
@@ -297,6 +300,84 @@ def build_server(memory: MemoryServer) -> Server[Any]:
     )
 
 
+class _Stream(Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+    async def aclose(self) -> None: ...
+
+
+class _Sink(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class AnsweringReadStream:
+    """The transport's read stream, with each line that is not a JSON-RPC message answered.
+
+    The ``mcp`` stdio transport puts a line it cannot read on the read stream as the exception
+    it raised, and the server's dispatcher logs that at debug level and drops it: the client
+    would wait for a reply forever. JSON-RPC 2.0 answers it, with ``"id": null`` since no id can
+    be read: -32700 (parse error) for text that is not JSON, -32600 (invalid request) for JSON
+    that is not a message. A blank line holds no message and gets no reply.
+    """
+
+    def __init__(self, inner: _Stream, replies: _Sink) -> None:
+        self._inner = inner
+        self._replies = replies
+
+    @property
+    def last_context(self) -> object:
+        """The sender's context of the last message (the dispatcher reads it, duck-typed)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message; unreadable lines are answered here and never returned."""
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            error = _unreadable_line_error(item)
+            if error is not None:
+                await self._replies.send(SessionMessage(error))
+
+    async def aclose(self) -> None:
+        """Close the transport's read stream."""
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweringReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweringReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _unreadable_line_error(exc: Exception) -> types.JSONRPCError | None:
+    """The JSON-RPC error answering a line the transport could not read (None: a blank line)."""
+    problems = exc.errors() if isinstance(exc, ValidationError) else []
+    not_json = [p for p in problems if p["type"] == "json_invalid"]
+    if not_json and not str(not_json[0].get("input", "x")).strip():
+        return None
+    if not_json or not problems:
+        code, message = types.PARSE_ERROR, "Parse error: the line is not JSON"
+    else:
+        code, message = types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+    )
+
+
 def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
     """Serve the tools over stdin and stdout until the client closes the connection, then
     publish the store's logged writes for plain git; SIGTERM and SIGINT publish, then end the
@@ -328,7 +409,8 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
         async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
             if main_thread:
                 await tasks.start(on_signals)
-            await server.run(read, write, server.create_initialization_options())
+            answering = AnsweringReadStream(read, write)
+            await server.run(answering, write, server.create_initialization_options())
             tasks.cancel_scope.cancel()
 
     # Until the loop's handlers are in place (and after they are gone), Python's: the main

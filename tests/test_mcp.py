@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -392,3 +395,78 @@ def test_restore_with_an_empty_paths_list_is_refused_as_by_the_library(
         assert result == (True, "Error: give at least one path to restore"), args
     assert store.files() == {"/memories/a.md": "a\n", "/memories/b.md": "b\n"}
     assert [op.command for op in store.log()] == ["create", "create"]
+
+
+def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_and_the_server_serves_on(
+    tmp_path: Path, key: str
+) -> None:
+    # The mcp package's stdio transport turned such a line into an exception on the read stream,
+    # which its dispatcher logged at debug level and dropped: the client waited for a reply that
+    # never came. JSON-RPC 2.0 answers a parse error (-32700) and an invalid request (-32600)
+    # with id null; blank lines carry no message and are skipped.
+    repo = tmp_path / "m.git"
+    gitmem.MemoryStore.init(repo, key)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitmem", "--repo", str(repo), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(key),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    replies: queue.Queue[bytes] = queue.Queue()
+    stdout = proc.stdout
+
+    def read_replies() -> None:
+        for line in stdout:
+            replies.put(line)
+
+    threading.Thread(target=read_replies, daemon=True).start()
+
+    def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write((line + "\n").encode())
+        proc.stdin.flush()
+
+    def reply() -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(replies.get(timeout=60))
+        return body
+
+    def request(id_: int, method: str, params: dict[str, Any] | None = None) -> str:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+        if params is not None:
+            message["params"] = params
+        return json.dumps(message)
+
+    try:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        send(request(1, "initialize", init))
+        assert reply()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        for line, code in [
+            ('{"jsonrpc": "2.0", "id": 2, "method": "ping"', -32700),
+            ("not json at all", -32700),
+            ('{"jsonrpc": "2.0", "id": 3, "method": 7}', -32600),
+            ("[1, 2]", -32600),
+        ]:
+            send("")
+            send(line)
+            answer = reply()
+            assert answer["jsonrpc"] == "2.0" and answer["id"] is None, line
+            assert answer["error"]["code"] == code, (line, answer)
+            send(request(4, "ping"))
+            assert reply() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+        send(request(5, "tools/list"))
+        assert "memory" in {tool["name"] for tool in reply()["result"]["tools"]}
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        proc.stdout.close()
+        assert proc.stderr is not None
+        stderr = proc.stderr.read().decode()
+        proc.stderr.close()
+    assert "Traceback" not in stderr
