@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+# The longest session label: it goes into every commit's record and every log line. Ample for
+# any name, a UUID or a timestamped label, and well inside a revision's 1,000 characters, so
+# that `session:NAME` can always name it.
+MAX_SESSION_CHARS = 256
 # The memory tool's sync policy (docs/sync.md): "manual" never touches the network; "pull"
 # pulls from the remote when the tool is opened; "push" also pushes after each write.
 SyncPolicy = Literal["manual", "pull", "push"]
@@ -53,6 +57,11 @@ class StoreOptions:
             raise TypeError(f"session must be a str or None, not {type(self.session).__name__}")
         if self.session == "":
             raise UsageError("session must not be empty: give a label, or None for a fresh one")
+        if self.session is not None and len(self.session) > MAX_SESSION_CHARS:
+            raise UsageError(
+                f"the session label is {len(self.session):,} characters long; at most "
+                f"{MAX_SESSION_CHARS} are allowed (it is recorded in every commit)"
+            )
         timeout = self.lock_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(
@@ -94,4 +103,11 @@ class Settings(TypedDict, total=False):
     sync: SyncPolicy
 
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "SYNC_POLICIES", "Settings", "StoreOptions", "SyncPolicy"]
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "MAX_SESSION_CHARS",
+    "SYNC_POLICIES",
+    "Settings",
+    "StoreOptions",
+    "SyncPolicy",
+]

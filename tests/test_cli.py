@@ -602,6 +602,27 @@ def test_errors_with_json_are_one_object_on_stderr(gm: Gitmem) -> None:
     }
 
 
+def test_a_session_label_over_256_characters_is_refused_and_nothing_written(
+    gm: Gitmem, tmp_path: Path
+) -> None:
+    # A label of any length went into every commit's record (a 100,000-character one too).
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.md").write_text("a\n")
+    head = gm.ids()[-1]
+    for env, args in [
+        ({"GITMEM_SESSION": "s" * 257}, ("restore", "HEAD~2")),
+        ({"GITMEM_SESSION": "s" * 100_000}, ("import", str(tmp_path / "in"))),
+        ({}, ("mcp", "--session", "m" * 257)),
+    ]:
+        result = gm(*args, env=env)
+        assert (result.exit_code, result.stdout) == (2, ""), args
+        assert result.stderr.startswith("gitmem: error: the session label is "), args
+        assert "at most 256 are allowed" in result.stderr and len(result.stderr) < 200
+    assert gm.ids()[-1] == head
+    gm.ok("restore", "HEAD~2", env={"GITMEM_SESSION": "s" * 256})
+    assert gm.store().head_operation().session == "s" * 256  # type: ignore[union-attr]
+
+
 def test_rollback_and_format_version_exit_codes(gm: Gitmem) -> None:
     c = gm.ids()
     repo = GitRepo(gm.repo)

@@ -251,6 +251,12 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
     [
         ({"session": ""}, gitmem.UsageError, "session must not be empty"),
         ({"session": 5}, TypeError, "session must be a str or None, not int"),
+        (
+            {"session": "s" * 100_000},
+            gitmem.UsageError,
+            "the session label is 100,000 characters long; at most 256 are allowed",
+        ),
+        ({"session": "é" * 257}, gitmem.UsageError, "is 257 characters long; at most 256"),
         ({"lock_timeout": -1}, gitmem.UsageError, "lock_timeout must be 0 or more seconds"),
         ({"lock_timeout": float("nan")}, gitmem.UsageError, "lock_timeout must be 0 or more"),
         ({"lock_timeout": "30"}, TypeError, "lock_timeout must be a number of seconds, not str"),
@@ -259,7 +265,8 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
 def test_a_bad_session_or_lock_timeout_is_refused_before_anything_is_created(
     repo_path: Path, key: str, settings: dict[str, Any], error: type[Exception], message: str
 ) -> None:
-    # An empty label made commits no `log --session` can name; a negative or NaN timeout was
+    # An empty label made commits no `log --session` can name, and a label of any length went
+    # into every commit's record; a negative or NaN timeout was
     # taken as given, and a string one failed at the first write with "unsupported operand".
     with pytest.raises(error, match=message):
         gitmem.StoreOptions(**settings)
