@@ -31,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
 
         before_delete = store.resolve("HEAD~1")
         restored = store.restore(before_delete)
-        print(f"Restored {restored.paths} from {before_delete[:10]} as operation #{restored.seq}")
+        if restored is None:  # the memory already matched it: no commit was made
+            print(f"Nothing to restore: the memory already matches {before_delete[:10]}")
+        else:
+            print(
+                f"Restored {restored.paths} from {before_delete[:10]} as operation #{restored.seq}"
+            )
         print(store.read_text(notes), end="")
 
         report = store.verify()

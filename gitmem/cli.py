@@ -1059,10 +1059,17 @@ def restore(
         emit_lines(state, chain([summary + (":" if changes else ".")], patches(changes)))
         return
     op = store.restore(rev, paths or None)
+    what = "the memory" if not paths else ", ".join(str(p) for p in paths)
+    if op is None:
+        # No commit: with --json the empty output is the answer, as for other empty results.
+        if not as_json:
+            source = store.resolve(rev)[:10]
+            match = "matches" if not paths or len(paths) == 1 else "match"
+            click.echo(f"Nothing to restore: {what} already {match} {source}; no commit made.")
+        return
     if as_json:
         emit_json(op.to_json())
         return
-    what = "the memory" if not paths else ", ".join(str(p) for p in paths)
     click.echo(
         f"Restored {what} as of {op.record.detail['from'][:10]} in new commit "
         f"{op.commit[:10]} ({plural(len(op.paths), 'path')} changed)"
@@ -1115,6 +1122,10 @@ def import_command(state: CliState, directory: Path, replace: bool, as_json: boo
     """
     with progress_bar("import") as advance:
         op = history.import_(state.store(), directory, replace=replace, progress=advance)
+    if op is None:
+        if not as_json:
+            click.echo(f"Nothing to import: the memory already holds {directory}; no commit made.")
+        return
     if as_json:
         emit_json(op.to_json())
         return

@@ -36,7 +36,7 @@ from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .render import plural
 from .revisions import check_moment
 from .secrets import SecretRefused
-from .store import Change, MemoryStore, Operation, changed_files
+from .store import Change, MemoryStore, NoChange, Operation, changed_files, same_memory
 from .tree import Node, Snapshot, TreeEditor, changed_file_nodes, decode_text
 from .view import view_text
 
@@ -761,18 +761,19 @@ def import_(
     *,
     replace: bool = False,
     progress: Progress | None = None,
-) -> Operation:
+) -> Operation | None:
     """Import the files under ``source`` (``DIR/a.md`` -> ``/memories/a.md``) as one commit.
 
     Every file is read and checked first (:func:`scan_import`, with the store's file size
     limit); any refusal imports nothing. Files replace memory files at the same paths; with
     ``replace``, memory files and directories not in ``source`` are removed too. Writes pass
     the store's safeguards (size limits, secret policy) like any other. The commit's command is
-    ``import`` and its paths are the files it added, changed or removed.
+    ``import`` and its paths are the files it added, changed or removed. Returns None, and
+    makes no commit, when the memory already holds exactly what the import would make.
     """
     plan = scan_import(source, store.limits.max_file_bytes)
 
-    def edit(head: Operation | None, tree: TreeEditor) -> Change[None]:
+    def edit(head: Operation | None, tree: TreeEditor) -> Change[None] | NoChange[None]:
         before = Snapshot(store.codec, None if head is None else head.tree)
         if replace:
             root = before.lookup(MEMORIES_ROOT)
@@ -806,12 +807,13 @@ def import_(
         if refused:
             raise ImportRefused(refused)
         after = tree.write()
+        imported = Snapshot(store.codec, after)
+        if same_memory(before, imported):
+            return NoChange(None)
         detail: dict[str, Any] = {"files": len(plan.files), "replace": replace}
         if redacted:
             detail["redacted"] = redacted
-        changed = changed_files(before, Snapshot(store.codec, after))
-        return Change(tuple(changed), None, detail, after)
+        return Change(tuple(changed_files(before, imported)), None, detail, after)
 
     op, _ = store.write("import", edit)
-    assert op is not None  # the edit always changes something or raises
     return op

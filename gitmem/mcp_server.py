@@ -270,7 +270,14 @@ class MemoryServer:
                 raise UsageError("give at least one path to restore")
             changes = history.restore_preview(self.store, rev, paths or [])
             return _lines(c.to_json(with_diff=True) for c in changes)
-        return _lines([self.store.restore(rev, paths).to_json()])
+        op = self.store.restore(rev, paths)
+        if op is None:
+            what = "the memory" if paths is None else "the given paths"
+            return (
+                f"Nothing to restore: {what} already match {self.store.resolve(rev)}; no "
+                "operation was made."
+            )
+        return _lines([op.to_json()])
 
 
 def _result(text: str, *, error: bool = False) -> types.CallToolResult:

@@ -46,7 +46,7 @@ from .keysource import Credential, resolve_credential
 from .limits import LimitedEditor, StoreSizer
 from .operation import Operation
 from .options import Settings, StoreOptions
-from .paths import MemoryPath, MemoryPathLike, as_path, as_paths
+from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .replica import find_meta, meta_at
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
@@ -918,11 +918,13 @@ class MemoryStore:
         assert op is not None
         return op
 
-    def restore(self, rev: str, paths: Iterable[MemoryPathLike] | None = None) -> Operation:
+    def restore(self, rev: str, paths: Iterable[MemoryPathLike] | None = None) -> Operation | None:
         """Make the memory equal to its state at ``rev``, as one new commit (``restore``).
 
         With ``paths``, only those files and directories are put back as they were at ``rev``
-        (removed if they did not exist then); the rest of the memory stays as it is.
+        (removed if they did not exist then); the rest of the memory stays as it is. Returns the
+        new operation, or None when the memory (those paths) already matches ``rev``: then no
+        commit is made.
         """
         wanted = None if paths is None else sorted(set(as_paths(paths)))
         if wanted is not None and not wanted:
@@ -934,9 +936,11 @@ class MemoryStore:
             detail["paths"] = [str(p) for p in wanted or ()]
         source = Snapshot(self.codec, target.tree)
 
-        def edit(head: Operation | None, tree: TreeEditor) -> Change[None]:
+        def edit(head: Operation | None, tree: TreeEditor) -> Change[None] | NoChange[None]:
             before = Snapshot(self.codec, None if head is None else head.tree)
             if whole:
+                if same_memory(before, source):
+                    return NoChange(None)
                 return Change(tuple(changed_files(before, source)), None, detail, target.tree)
             for path in wanted or ():
                 node = source.lookup(path)
@@ -953,10 +957,13 @@ class MemoryStore:
                             "delete it too"
                         ) from None
             after = tree.write()
-            changed = changed_files(before, Snapshot(self.codec, after))
-            return Change(tuple(changed), None, detail, after)
+            restored = Snapshot(self.codec, after)
+            if same_memory(before, restored):
+                return NoChange(None)
+            return Change(tuple(changed_files(before, restored)), None, detail, after)
 
-        return self._write_one("restore", edit)
+        op, _ = self.write("restore", edit)
+        return op
 
     def expire(
         self, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
@@ -1394,6 +1401,28 @@ def _replication() -> Replication:
     if not _REPLICATION:  # only when gitmem.store is loaded without the gitmem package
         raise UsageError("gitmem.sync is not loaded: import gitmem")
     return _REPLICATION[0]
+
+
+def same_memory(before: Snapshot, after: Snapshot) -> bool:
+    """Whether two snapshots hold the same memory: the same files with the same contents and
+    the same directories, empty ones included (which :func:`changed_files` does not see).
+
+    Subtrees with equal ids are skipped unread; the first difference ends the walk.
+    """
+    stack = [(MEMORIES_ROOT, before.lookup(MEMORIES_ROOT), after.lookup(MEMORIES_ROOT))]
+    while stack:
+        path, a, b = stack.pop()
+        if a == b:
+            continue
+        if a is None or b is None or a.kind != KIND_DIR or b.kind != KIND_DIR:
+            return False
+        a_children, b_children = before.children(path, a), after.children(path, b)
+        if a_children.keys() != b_children.keys():
+            return False
+        stack.extend(
+            (path.child(name), node, b_children[name]) for name, node in a_children.items()
+        )
+    return True
 
 
 def changed_files(before: Snapshot, after: Snapshot) -> list[str]:

@@ -497,6 +497,26 @@ def test_restore_dry_run_then_for_real(gm: Gitmem) -> None:
         assert message in result.stderr
 
 
+def test_a_restore_or_import_that_changes_nothing_says_so_and_makes_no_commit(
+    gm: Gitmem, tmp_path: Path
+) -> None:
+    c = gm.ids()
+    assert gm.ok("restore", "HEAD") == (
+        f"Nothing to restore: the memory already matches {short(c[6])}; no commit made.\n"
+    )
+    assert gm.ok("restore", "HEAD~1", "/memories/dir") == (
+        f"Nothing to restore: /memories/dir already matches {short(c[5])}; no commit made.\n"
+    )
+    assert gm.ok("restore", "HEAD", "--json") == ""
+    out = tmp_path / "out"
+    gm.ok("export", str(out))
+    assert gm.ok("import", str(out)) == (
+        f"Nothing to import: the memory already holds {out}; no commit made.\n"
+    )
+    assert gm.ok("import", str(out), "--replace", "--json") == ""
+    assert gm.ids() == c
+
+
 def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
     c = gm.ids()
     out = tmp_path / "out"

@@ -474,11 +474,13 @@ def test_partial_restore_is_one_commit_of_just_those_paths(hist: MemoryStore) ->
     assert [(p.status, p.path) for p in preview] == [("added", "/memories/other.md")]
     assert hist.head() == c[6]  # a preview writes nothing
     op = hist.restore("HEAD~1", [parse_path("/memories/other.md")])
+    assert op is not None
     assert (op.command, op.paths, op.parents) == ("restore", ("/memories/other.md",), (c[6],))
     assert op.record.detail == {"from": c[5], "from_seq": 6, "paths": ["/memories/other.md"]}
     assert hist.files() == {**before, "/memories/other.md": "x"}
     # A path absent at the source is removed; a directory comes back whole.
     gone = hist.restore(c[0], [parse_path("/memories/dir"), parse_path("/memories/notes.md")])
+    assert gone is not None
     assert gone.paths == ("/memories/dir/n.md", "/memories/notes.md")
     assert hist.files() == {"/memories/notes.md": "one\ntwo\nthree\n", "/memories/other.md": "x"}
     assert hist.directories() == []
@@ -503,8 +505,29 @@ def test_partial_restore_refusals(hist: MemoryStore) -> None:
 
 def test_whole_restore_with_the_root_as_path(hist: MemoryStore) -> None:
     op = hist.restore("HEAD~6", [parse_path("/memories")])
+    assert op is not None
     assert op.record.detail == {"from": ids(hist)[0], "from_seq": 1}
     assert hist.files() == {"/memories/notes.md": "one\ntwo\nthree\n"}
+
+
+def test_a_restore_that_changes_nothing_makes_no_commit(hist: MemoryStore) -> None:
+    # It made an empty `restore` commit in the audit log; the memory already matched.
+    head = hist.head()
+    assert hist.restore("HEAD") is None
+    assert hist.restore("HEAD", [parse_path("/memories/dir")]) is None
+    # HEAD~1 differs only in /memories/other.md: restoring anything else changes nothing.
+    assert hist.restore("HEAD~1", [parse_path("/memories/dir/n.md")]) is None
+    assert hist.head() == head
+    # An empty directory is memory too: bringing one back is a change, even with no file.
+    hist.create(parse_path("/memories/e/f.md"), "f\n")
+    hist.delete(parse_path("/memories/e/f.md"))
+    with_dir = hist.head()
+    hist.delete(parse_path("/memories/e"))
+    assert hist.directories() == ["/memories/dir"]
+    op = hist.restore(with_dir or "")
+    assert op is not None and op.paths == ()
+    assert hist.directories() == ["/memories/dir", "/memories/e"]
+    assert hist.restore(with_dir or "") is None
 
 
 # -- export and import ----------------------------------------------------------------------
@@ -558,6 +581,7 @@ def test_export_then_import_round_trips(hist: MemoryStore, tmp_path: Path, hist_
     history.export(hist, out)
     fresh = MemoryStore.open(tmp_path / "fresh.git", hist_key, create=True, session="importer")
     op = history.import_(fresh, out)
+    assert op is not None
     assert (op.command, op.paths, op.record.detail) == (
         "import",
         ("/memories/dir/n.md",),
@@ -574,13 +598,28 @@ def test_import_merges_or_replaces(hist: MemoryStore, tmp_path: Path) -> None:
     (src / "dir" / "n.md").write_text("ONE\nTWO\nthree\nfour\n")  # unchanged
     (src / "new.md").write_text("new\n")
     merged = history.import_(hist, src)
+    assert merged is not None
     assert merged.paths == ("/memories/new.md",)
     assert sorted(hist.files()) == ["/memories/dir/n.md", "/memories/new.md"]
     assert hist.directories() == ["/memories/dir", "/memories/empty"]
     hist.create(parse_path("/memories/extra.md"), "not in src")
     replaced = history.import_(hist, src, replace=True)
+    assert replaced is not None
     assert replaced.paths == ("/memories/extra.md",)
     assert sorted(hist.files()) == ["/memories/dir/n.md", "/memories/new.md"]
+
+
+def test_an_import_that_changes_nothing_makes_no_commit(hist: MemoryStore, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    history.export(hist, src)
+    head = hist.head()
+    assert history.import_(hist, src) is None
+    assert history.import_(hist, src, replace=True) is None
+    (src / "empty").mkdir()  # a new empty directory is a change
+    op = history.import_(hist, src)
+    assert op is not None and op.paths == ()
+    assert history.import_(hist, src) is None
+    assert [o.commit for o in hist.log()][1] == head
 
 
 def test_import_refuses_by_name_and_imports_nothing(hist: MemoryStore, tmp_path: Path) -> None:

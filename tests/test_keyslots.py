@@ -563,6 +563,7 @@ def test_rotation_seals_new_writes_with_a_new_key(
     alice = MemoryStore.open(repo_path, passphrase="alice's passphrase")
     assert alice.read_text(parse("/memories/new.md")) == "written after the rotation"
     restored = alice.restore(before or "")
+    assert restored is not None
     assert restored.epoch == 1 and alice.files() == {"/memories/note.md": "hello"}
 
 

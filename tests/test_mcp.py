@@ -381,6 +381,26 @@ def test_audit_tools_refuse_what_they_would_silently_ignore(tmp_path: Path, key:
     assert call("memory_log", {"path": "/memories/a.md"})[0] is False
 
 
+def test_a_restore_that_changes_nothing_says_so(tmp_path: Path, key: str) -> None:
+    store = gitmem.MemoryStore.open(tmp_path / "m.git", key, create=True, session="s")
+    store.create(gitmem.parse_path("/memories/a.md"), "a\n")
+    store.create(gitmem.parse_path("/memories/b.md"), "b\n")
+    server = MemoryServer(store, allow_restore=True)
+    head = store.head()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"rev": "HEAD"}, "the memory"),
+        ({"rev": "HEAD~1", "paths": ["/memories/a.md"]}, "the given paths"),
+    ]
+    for args, what in cases:
+        result = text_of(anyio.run(server.call, "memory_restore", args))
+        assert result == (
+            False,
+            f"Nothing to restore: {what} already match {store.resolve(args['rev'])}; no "
+            "operation was made.",
+        )
+    assert store.head() == head
+
+
 def test_restore_with_an_empty_paths_list_is_refused_as_by_the_library(
     tmp_path: Path, key: str
 ) -> None:

@@ -464,8 +464,13 @@ class MemoryMachine(RuleBasedStateMachine):
         COUNTS.steps += 1
         COUNTS.by_rule["restore"] += 1
         target, memory = self.history[data.draw(st.integers(0, len(self.history) - 1), "index")]
+        already = memory == self.model
         op = self.tool.store.restore(target)
         self.model = memory.copy()
+        if already:  # no empty commit: the memory matches the target already
+            assert op is None
+            self.check_commit(None)
+            return
         self.check_commit("restore")
         assert op == self.head
 

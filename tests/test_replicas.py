@@ -80,6 +80,7 @@ def test_every_root_tree_carries_the_metadata(original: MemoryStore) -> None:
     # A restore to an old state still commits a root that carries it.
     first = list(original.log())[-1].commit
     restored = original.restore(first)
+    assert restored is not None
     assert {e.name for e in original.repo.read_tree(restored.tree)} >= {META_ENTRY}
 
 

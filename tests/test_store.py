@@ -91,6 +91,7 @@ def test_restore_is_one_new_commit_naming_its_source(store: gitmem.MemoryStore) 
     store.create(b, "two\n")
     store.delete(a)
     op = store.restore(first)
+    assert op is not None
     assert op.command == "restore"
     assert op.record.detail == {"from": first, "from_seq": 1}
     assert op.paths == ("/memories/a.md", "/memories/d/b.md")

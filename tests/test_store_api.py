@@ -102,6 +102,7 @@ def test_restore_retries_when_the_branch_moves(
     store.str_replace("/memories/a.md", "old", "new")
     moved = intrude_once(store, monkeypatch)
     op = store.restore(first.commit, paths=paths)
+    assert op is not None
     assert moved and op.parents == (moved[0],)  # redone on top of the intruder's commit
     assert store.read_text("/memories/a.md") == "old\n"
     assert op.seq == 4
@@ -186,6 +187,7 @@ def test_a_branch_that_never_stops_moving_is_a_conflict(
     store: gitmem.MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create("/memories/a.md", "a\n")
+    store.create("/memories/b.md", "b\n")
 
     def always_moved(
         self: GitRepo, name: str, new: str, expected: str | None, *, wait: bool = True
@@ -194,7 +196,7 @@ def test_a_branch_that_never_stops_moving_is_a_conflict(
 
     monkeypatch.setattr(GitRepo, "update_ref", always_moved)
     with pytest.raises(ConflictError, match="kept moving"):
-        store.restore("HEAD")
+        store.restore("HEAD~1")
 
 
 def test_one_options_object_reaches_the_store(repo_path: Path, key: str, tmp_path: Path) -> None:
