@@ -6,6 +6,7 @@ pack is then unpacked into loose objects, as gitmem before redo log version 2 le
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 
 import pygit2
@@ -28,10 +29,15 @@ def checkpoint_loose(repo: GitRepo) -> None:
     packs = repo.path / "objects" / "pack"
     before = set(packs.glob("pack-*.idx"))
     repo.checkpoint(clear=True)
-    git = pygit2.Repository(str(repo.path))
-    for idx in set(packs.glob("pack-*.idx")) - before:
+    unpack(repo.path, set(packs.glob("pack-*.idx")) - before)
+
+
+def unpack(repo: Path, indexes: Iterable[Path]) -> None:
+    """The packs of ``indexes`` (in ``repo``) made loose objects, and removed."""
+    git = pygit2.Repository(str(repo))
+    for idx in indexes:
         for oid in sorted(_pack_index_oids(idx)):
-            path = repo.path / "objects" / oid[:2] / oid[2:]
+            path = repo / "objects" / oid[:2] / oid[2:]
             if path.exists():
                 continue
             kind, data = git.odb.read(oid)

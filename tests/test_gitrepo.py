@@ -184,6 +184,63 @@ def test_packed_objects_read_the_same(repo: GitRepo) -> None:
     assert (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit)) == before
 
 
+def test_a_packed_object_is_read_from_its_pack_without_opening_a_loose_file(
+    repo: GitRepo,
+) -> None:
+    # Packs are read first, by a libgit2 database of the packs alone: a loose file under the
+    # same id (here another object's bytes, which would fail its hash check) is not opened,
+    # neither by gitmem's own loose reader nor by libgit2 (whose whole database reads by
+    # prefix, asking every backend). Each look was a failed open per object read.
+    oid = repo.write_blob(b"packed")
+    repo.checkpoint(clear=True)
+    assert not (repo.path / "objects" / oid[:2]).exists()
+    path = repo.path / "objects" / oid[:2] / oid[2:]
+    path.parent.mkdir()
+    path.write_bytes(zlib.compress(b"blob 5\0other"))
+    assert repo.read_blob(oid) == b"packed"
+    path.unlink()
+    # Not in a pack: read from its loose file, by gitmem, its hash checked.
+    loose = write_loose(repo, b"blob", b"loose")
+    assert repo.read_blob(loose) == b"loose"
+    bad = repo.path / "objects" / loose[:2] / loose[2:]
+    bad.write_bytes(zlib.compress(b"blob 5\0other"))
+    with pytest.raises(IntegrityError, match="does not match its id"):
+        repo.read_blob(loose)
+
+
+def test_a_damaged_pack_gives_way_to_a_loose_copy(tmp_path: Path) -> None:
+    repo = GitRepo.init(tmp_path / "r.git")
+    oid = repo.write_blob(b"a blob in one pack")
+    repo.checkpoint(clear=True)
+    (pack,) = (repo.path / "objects" / "pack").glob("*.pack")
+    data = bytearray(pack.read_bytes())
+    data[-20 - 4 - 3] ^= 0xFF  # a byte of the object's data (before its checksum, the trailer)
+    pack.chmod(0o600)
+    pack.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match=f"object {oid} is corrupt"):
+        GitRepo(repo.path).read_blob(oid)
+    # As git does, a damaged packed copy gives way to a loose one (read and checked here).
+    write_loose(repo, b"blob", b"a blob in one pack")
+    assert GitRepo(repo.path).read_blob(oid) == b"a blob in one pack"
+
+
+def test_objects_borrowed_from_another_repository_are_read(repo: GitRepo, tmp_path: Path) -> None:
+    # A repository made with `git clone --shared` names another's objects in
+    # objects/info/alternates: an object in neither its packs nor its loose files is read
+    # through libgit2's whole database, which follows them.
+    lender = GitRepo.init(tmp_path / "lender.git")
+    packed = lender.write_blob(b"lent, packed")
+    lender.checkpoint(clear=True)
+    loose = write_loose(lender, b"blob", b"lent, loose")
+    (repo.path / "objects" / "info" / "alternates").write_text(
+        str(lender.path / "objects") + "\n", encoding="utf-8"
+    )
+    assert repo.read_blob(packed) == b"lent, packed"
+    assert repo.read_blob(loose) == b"lent, loose"
+    with pytest.raises(IntegrityError, match="missing"):
+        repo.read_blob("1" * 40)
+
+
 def test_a_store_flushes_after_another_on_its_file_system_was_deleted(tmp_path: Path) -> None:
     # Flushes are shared per file system; each flushes through its own repository's path.
     for name in ("first.git", "second.git"):

@@ -45,7 +45,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from click.testing import CliRunner
 from helpers_bomb import plant
-from helpers_repo import published
+from helpers_repo import published, unpack
 from pygit2.enums import ObjectType
 
 import gitmem
@@ -317,8 +317,14 @@ def rewrite_loose(v: Victim, oid: str, content: bytes) -> None:
     """Put ``content`` (an object of the same type) under ``oid``'s name: its hash is now wrong."""
     path = v.repo / "objects" / oid[:2] / oid[2:]
     kind = v.r[oid].type_str.encode()
-    # A packed object (the metadata blob, published by init's checkpoint) gets a loose copy,
-    # which readers look at first.
+    # A packed object (the metadata blob, published by init's checkpoint) is made loose first,
+    # its pack removed: readers look in packs first, so a loose copy beside it is not read.
+    packs = [
+        idx
+        for idx in (v.repo / "objects" / "pack").glob("pack-*.idx")
+        if oid in gitrepo._pack_index_oids(idx)
+    ]
+    unpack(v.repo, packs)
     path.parent.mkdir(exist_ok=True)
     if path.exists():
         path.chmod(0o644)
