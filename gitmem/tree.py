@@ -1103,6 +1103,10 @@ class _MutDir:
         base = None if self.base is None else self.base.fold_index
         if base is None or base.fold is not paths.fold_name:
             return None
+        if not (self.nodes.removed or self.nodes.added):
+            # The same names (entries pointed at new trees: most writes of a directory above
+            # the one written): the same index, not a new object of it.
+            return base
         changes: dict[str, tuple[str, ...] | None] = {}
 
         def current(key: str) -> tuple[str, ...]:

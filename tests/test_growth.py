@@ -472,3 +472,45 @@ def test_a_known_sealed_name_is_reused_only_under_its_own_parent(tool: GitMemory
     # A fresh codec (nothing known) says the same.
     with pytest.raises(gitmem.IntegrityError, match="failed authentication"):
         TreeCodec(store.repo, store.keys).load_dir(planted, a_path)
+
+
+def test_a_write_that_adds_no_name_keeps_the_directorys_fold_index(
+    repo_path: Path, key: str
+) -> None:
+    tool = GitMemoryTool(repo_path, key=key)
+    store = tool.store
+    op, _ = store.write("seed", lambda head, tree: seed_files(tree, 300))
+    assert op is not None
+    create(tool, "/memories/big/sub/a.md")  # the create's twin check builds the index
+
+    def index() -> object:
+        head = store.head_operation()
+        assert head is not None
+        big = store.snapshot().lookup(gitmem.parse_path("/memories/big"))
+        assert big is not None
+        return store.codec.load_dir(big.oid, gitmem.parse_path("/memories/big")).fold_index
+
+    built = index()
+    assert built is not None
+    # Entries pointed at new trees (a write below, an edit of a file): the same index object.
+    create(tool, "/memories/big/sub/b.md")
+    tool.call(
+        {
+            "command": "insert",
+            "path": "/memories/big/Note3.md",
+            "insert_line": 0,
+            "insert_text": "x",
+        }
+    )
+    assert index() is built
+    assert "Note7.md" in refusal(
+        tool, command="create", path="/memories/big/NOTE7.md", file_text=""
+    )
+    # A new name: a new index holding it.
+    create(tool, "/memories/big/Fresh.md")
+    assert index() is not built
+    assert "Fresh.md" in refusal(
+        tool, command="create", path="/memories/big/FRESH.md", file_text=""
+    )
+    tool.call({"command": "delete", "path": "/memories/big/Fresh.md"})
+    create(tool, "/memories/big/FRESH.md")
