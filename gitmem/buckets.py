@@ -335,6 +335,75 @@ def _write(
     return node.oid
 
 
+def repointed(
+    shape: Shape,
+    pointed: Collection[tuple[str, str]],
+    read_leaf: LeafReader,
+    write_tree: Callable[[bytes], str],
+    extra: tuple[bytes, bytes] | None = None,
+) -> Shape | None:
+    """Split ``shape`` (written, canonical, with buckets) with its entries ``pointed`` (sealed
+    name, tree id) pointed at those trees, written as :func:`store` writes (``extra`` too); None
+    when one of the names is not there (then use :func:`edit` and :func:`store`; trees already
+    written for the other names are left unreferenced).
+
+    :func:`edit` then :func:`store` in one walk for the common write of a big directory (every
+    write below it only points its entry at a new tree): no count or bucket changes, so the new
+    version is made written, with no unwritten copies to settle and freeze, and a leaf's keys
+    are shared with the version it was made from.
+    """
+    assert shape.buckets is not None  # one tree: edit() splices its lists directly
+    changes = [(entry_bits(raw), raw, oid) for raw, oid in pointed]
+    return _repointed(shape, changes, _USED_BITS, read_leaf, write_tree, extra)
+
+
+def _repointed(
+    node: Shape,
+    changes: list[tuple[int, str, str]],
+    shift: int,
+    read_leaf: LeafReader,
+    write_tree: Callable[[bytes], str],
+    extra: tuple[bytes, bytes] | None,
+) -> Shape | None:
+    """:func:`repointed` for ``node``, ``shift`` bits above its entries' bucket bits; recursive,
+    at most :data:`MAX_LEVELS` deep. ``extra`` is the top tree's (an inner one)."""
+    below = node.buckets
+    if below is None:
+        if node.keys is None:
+            _materialize(node, read_leaf)
+        keys, entries = node.keys, node.entries
+        assert keys is not None and entries is not None
+        changed = list(entries)
+        for _, raw, oid in changes:
+            key, entry = serialized(raw, oid)
+            at = bisect_left(keys, key)
+            if at == len(keys) or keys[at] != key:
+                return None
+            changed[at] = entry
+        frozen = tuple(changed)
+        return Shape(node.count, write_tree(b"".join(frozen)), keys, frozen)
+    shift -= BUCKET_BITS
+    groups: dict[int, list[tuple[int, str, str]]] = {}
+    for change in changes:
+        groups.setdefault((change[0] >> shift) & (FANOUT - 1), []).append(change)
+    written = dict(below)
+    for index, group in groups.items():
+        child = below.get(index)
+        if child is None:
+            return None
+        new = _repointed(child, group, shift, read_leaf, write_tree, None)
+        if new is None:
+            return None
+        written[index] = new
+    data = node.data
+    if data is None:
+        data = b"".join([_BUCKET_ENTRIES[i] + written[i].id_bytes() for i in sorted(written)])
+    else:
+        data = _spliced(data, groups, written)
+    oid = write_tree(data if extra is None else _with(data, extra))
+    return Shape(node.count, oid, None, None, written, None, None, data)
+
+
 def _freeze(leaf: Shape) -> None:
     """A leaf just written: its entry lists made tuples (it is never changed again)."""
     assert leaf.keys is not None and leaf.entries is not None

@@ -600,7 +600,13 @@ class TreeCodec:
                 raw = self.keys.seal_name(name, parent, node.kind)
             return raw
 
+        meta = self.meta_blob if path.is_root else None
+        stamp = None
+        if meta is not None:
+            key = META_ENTRY.encode()
+            stamp = (key, b"%o %s\0%s" % (BLOB_MODE, key, bytes.fromhex(meta)))
         names: Mapping[str, str]
+        shape: buckets.Shape | None = None
         if base is None:
             fresh = {name: seal(name, node) for name, node in nodes.items()}
             shape = buckets.build(
@@ -626,7 +632,15 @@ class TreeCodec:
                     if raw != old:
                         changes[name] = raw
                     added.append((raw, node.oid))
-            shape = buckets.edit(loaded.shape, removed, added, self._leaf_entries)
+            split = loaded.shape.buckets is not None
+            if split and not changes and len(removed) == len(added) == len(touched):
+                # Only entries pointed at new trees (every write below a big directory): edited
+                # and written in one walk.
+                shape = buckets.repointed(
+                    loaded.shape, added, self._leaf_entries, self.repo.write_raw_tree, stamp
+                )
+            if shape is None:
+                shape = buckets.edit(loaded.shape, removed, added, self._leaf_entries)
             # An entry pointed at a new tree keeps its sealed name (the common write): the
             # names are then the base's, not a copy of them.
             names = evolved(loaded.sealed, changes) if changes else loaded.sealed
@@ -637,12 +651,8 @@ class TreeCodec:
             # reading only the buckets that differ.
             assert loaded.shape.oid is not None  # a committed or written version
             self._dirs.discard((loaded.shape.oid, path))
-        meta = self.meta_blob if path.is_root else None
-        stamp = None
-        if meta is not None:
-            key = META_ENTRY.encode()
-            stamp = (key, b"%o %s\0%s" % (BLOB_MODE, key, bytes.fromhex(meta)))
-        oid = buckets.store(shape, self.repo.write_raw_tree, stamp)
+        # A repointed shape is written already.
+        oid = shape.oid or buckets.store(shape, self.repo.write_raw_tree, stamp)
         if shape.buckets is not None:
             self.wrote_split = True
         if meta is not None:

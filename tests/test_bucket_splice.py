@@ -324,3 +324,114 @@ def test_a_loaded_split_directory_holds_tuples(repo_path: Path, key: str) -> Non
     store.create("/memories/d/n12.md", "12")
     store.delete("/memories/d/n3.md")
     assert store.verify().ok
+
+
+def written_throughout(shape: buckets.Shape) -> Iterator[bool]:
+    """For every tree of ``shape``: written, nothing left to settle, a leaf's lists tuples."""
+    stack = [shape]
+    while stack:
+        node = stack.pop()
+        yield node.oid is not None and node.changed is None
+        if node.buckets is None:
+            yield isinstance(node.keys, tuple) or (node.keys is None and node.names is not None)
+        else:
+            yield node.data is not None or node is not shape  # the next write splices these
+            stack.extend(node.buckets.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repointed_entries_write_the_trees_written_from_scratch(seed: int) -> None:
+    # Entries pointed at new trees (the common write of a big directory): edited and written in
+    # one walk, the same trees as writing the directory from scratch, the version it was made
+    # from unchanged, and the result as written as store() leaves it.
+    rng = random.Random(seed)
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(rng.choice((100, 300, 900)))}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    buckets.store(shape, trees.write, EXTRA)
+    last_extra = True
+    for step in range(60):
+        if step % 4 == 3:  # a version read back: no leaf read, no bytes kept
+            assert shape.oid is not None
+            shape = trees.reloaded(shape.oid)
+        extra = EXTRA if step % 3 else None
+        pointed = [(raw, random_id(rng)) for raw in rng.sample(sorted(entries), rng.randint(1, 4))]
+        before = dict(trees.trees)
+        kept = [(leaf, leaf.keys, leaf.entries) for leaf in leaves(shape)]
+        made = buckets.repointed(shape, pointed, trees.read_leaf, trees.write, extra)
+        assert made is not None and made.oid is not None
+        entries.update(pointed)
+        fresh = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+        assert made.oid == buckets.store(fresh, Trees().write, extra), step
+        assert made.count == len(entries) == buckets.recount(fresh)
+        assert all(written_throughout(made)), step
+        assert all(written_inner_bytes(made, trees, extra is not None)), step
+        assert all(written_inner_bytes(shape, trees, last_extra)), step
+        assert all(trees.trees[k] == v for k, v in before.items())
+        for leaf, keys, data in kept:  # the version it was made from kept its very tuples
+            assert keys is None or leaf.keys is keys
+            assert data is None or leaf.entries is data
+        # An edit of the result (a later write of another kind) starts from a sound version.
+        victim = rng.choice(sorted(entries))
+        del entries[victim]
+        edited = buckets.edit(made, [victim], [], trees.read_leaf)
+        fresh = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+        assert buckets.store(edited, trees.write) == buckets.store(fresh, Trees().write), step
+        shape, last_extra = edited, False
+
+
+def test_repointing_a_name_that_is_not_there_gives_none() -> None:
+    rng = random.Random(5)
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(300)}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    top = buckets.store(shape, trees.write, EXTRA)
+    known = next(raw for raw in entries if raw[10] != "-")
+    stranger = [(sealed_name(rng), random_id(rng))]
+    assert buckets.repointed(shape, stranger, trees.read_leaf, trees.write, EXTRA) is None
+    # Its bucket path exists (the same bits), the name does not: sorting before and after it.
+    for char in "-Aaz":  # "-" sorts first in base64url
+        twin = known[:10] + char + known[11:]
+        if twin == known:
+            continue
+        assert buckets.entry_bits(twin) == buckets.entry_bits(known)
+        missing = [(known, random_id(rng)), (twin, random_id(rng))]
+        assert buckets.repointed(shape, missing, trees.read_leaf, trees.write, EXTRA) is None
+    assert shape.oid == top and all(written_inner_bytes(shape, trees, True))
+
+
+def test_a_write_below_a_split_directory_repoints_its_entry(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every write below a big directory (and an edit of a file in it) points one of its
+    # entries at a new tree: written by repointed(), not edit() and store().
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(12):
+        store.create(f"/memories/n{i}.md", str(i))
+    store.create("/memories/sub/a.md", "a")
+    edits: list[object] = []
+    real_edit = buckets.edit
+
+    def spy(*args: object) -> buckets.Shape:
+        shape = args[0]
+        assert isinstance(shape, buckets.Shape)
+        if shape.buckets is not None:  # /memories (split), not /memories/sub (one tree)
+            edits.append(shape)
+        return real_edit(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(buckets, "edit", spy)
+    store.create("/memories/sub/b.md", "b")
+    store.str_replace("/memories/n3.md", "3", "three")
+    store.rename("/memories/sub/a.md", "/memories/sub/c.md")
+    assert edits == []
+    store.create("/memories/n12.md", "new name")  # a new name: an edit
+    assert len(edits) == 1
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.read_text("/memories/n3.md") == "three"
+    assert fresh.read_text("/memories/sub/c.md") == "a" and fresh.verify().ok
+    head = store.head_operation()
+    assert head is not None
+    root = parse("/memories")
+    written = store.codec.load_dir(head.tree, root)
+    reread = TreeCodec(store.repo, store.keys).load_dir(head.tree, root)
+    assert dict(written.nodes) == dict(reread.nodes)
