@@ -10,6 +10,9 @@ is checked according to its language, or to the HTML comment on the line just be
 - ``json``: must parse;
 - no language: needs a directive saying what it shows, else the block fails.
 
+A document's setup may give local stand-ins for what a test cannot reach (a forge's URL), which
+replace that text in every block.
+
 Directives (invisible to readers, one HTML comment on the line above the block)::
 
     <!-- docex: stdout gitmem ARGS -->          the block is the output of the command
@@ -36,7 +39,7 @@ import subprocess
 import sys
 import unittest
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +76,8 @@ class Context:
     env: dict[str, str] = field(default_factory=dict)
     runner: CliRunner = field(default_factory=CliRunner)
     checks: Mapping[str, Callable[[str, Context], None]] = field(default_factory=dict)
+    # Local stand-ins for what a test cannot reach (a forge's URL), replaced in every block.
+    stand_ins: dict[str, str] = field(default_factory=dict)
     last: Result | None = None
 
     def gitmem(self, args: list[str]) -> Result:
@@ -141,8 +146,10 @@ def run_document(name: str | Path, context: Context) -> Outcome:
 
 
 def evaluate(example: Example) -> str | None:
-    block: Block = example.parsed
     context: Context = example.namespace["__docex__"]
+    block: Block = example.parsed
+    for text, stand_in in context.stand_ins.items():
+        block = replace(block, text=block.text.replace(text, stand_in))
     where = f"{example.path}, line {example.line}"
     try:
         if block.directive:
@@ -254,12 +261,13 @@ def output(stream: str) -> Callable[[Block, Context, Example], None]:
 def usage(block: Block, context: Context, example: Example) -> None:
     """Each synopsis line names a command whose options are all the ones it shows."""
     for line in block.text.splitlines():
+        line = line.split("  #")[0]
         if not line.startswith("gitmem "):
             assert line.startswith(" "), line  # a continuation
             words = re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", line)
         else:
             command: click.Command = main
-            for name in line.replace("--repo PATH", "").split()[1:]:
+            for name in re.sub(r"--repo \S+", "", line).split()[1:]:
                 if not isinstance(command, click.Group) or name not in command.commands:
                     break
                 command = command.commands[name]

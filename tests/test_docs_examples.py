@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from anthropic.lib.tools import ToolError
 from docex import Context, compare, parse, run_document
 from test_history import built_once
 
@@ -23,16 +25,21 @@ import gitmem
 from gitmem.crypto import decode_key
 from gitmem.demo.progress_log import run_store_demo
 from gitmem.keysource import user_key_path, write_key_file
+from gitmem.limits import LimitExceeded
 
 DOCUMENTS = [
     "README.md",
     "docs/quickstart.md",
     "docs/python-api.md",
     "docs/cli.md",
+    "docs/sync.md",
+    "docs/mcp.md",
+    "docs/security.md",
+    "docs/safeguards.md",
 ]
 
 # Blocks marked "skip: next" in each document, each with its reason there.
-SKIPS: dict[str, int] = {name: 0 for name in DOCUMENTS} | {"README.md": 2}
+SKIPS: dict[str, int] = {name: 0 for name in DOCUMENTS} | {"README.md": 2, "docs/sync.md": 1}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +59,15 @@ def test_every_document_has_its_test() -> None:
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
-def test_document(name: str, context: Context, built: tuple[Path, str], utc: None) -> None:
+def test_document(
+    name: str,
+    context: Context,
+    built: tuple[Path, str],
+    utc: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The venv's gitmem first on PATH, as after quickstart.md's `. .venv/bin/activate`.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     setup = SETUPS.get(name)
     if setup is not None:
         setup(context, built)
@@ -138,5 +153,155 @@ def completion(shown: str, context: Context) -> None:
     assert run.returncode == 0 and "gitmem" in run.stdout, run.stderr
 
 
-SETUPS = {"docs/cli.md": history}
-CHECKS = {"key-missing": key_missing, "completion": completion}
+def forge(context: Context, built: tuple[Path, str]) -> None:
+    """docs/sync.md's first machine: ~/memory.git, and a local bare repository for the forge."""
+    gitmem.init_store(context.home / "memory.git").store.close()
+    bare = context.directory / "forge.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True)
+    context.stand_ins["git@github.com:me/agent-memory.git"] = str(bare)
+
+
+def mcp_store(context: Context, built: tuple[Path, str]) -> None:
+    """The store docs/mcp.md's Python client serves, in its working directory."""
+    gitmem.init_store(context.directory / "agent-memory.git").store.close()
+
+
+def key_text(shown: str, context: Context) -> None:
+    decode_key(shown.strip())  # the checksum holds: it is a key's text
+
+
+def store_replaced(shown: str, context: Context) -> None:
+    """A client that used one store at a path, finding another store there."""
+    repo, other = context.directory / "replaced.git", context.directory / "other.git"
+    for path in (repo, other):  # each key in its per-user key file, as gitmem init leaves it
+        with gitmem.init_store(path).store as store:
+            store.create("/memories/a.md", "a\n")
+    shutil.rmtree(repo)
+    shutil.copytree(other, repo)  # what someone who can write the repository can do
+    result = context.gitmem(["--repo", str(repo), "log"])
+    assert result.exit_code == 9, result.output
+    compare(shown, result.stderr.replace(str(repo), "PATH"), context)
+
+
+def limit_errors(shown: str, context: Context) -> None:
+    """The two refusals, 10 bytes over the default limits (the store's, measured from Python)."""
+    tool = gitmem.GitMemoryTool(context.directory / "limits.git", key=gitmem.generate_key())
+    with pytest.raises(ToolError) as file_error:
+        tool.call(
+            {"command": "create", "path": "/memories/notes.md", "file_text": "x" * (2**20 + 10)}
+        )
+    with pytest.raises(LimitExceeded) as store_error:
+        gitmem.Limits().check_store(gitmem.parse_path("/memories/c.md"), 0, 64 * 2**20 + 10)
+    tool.close()
+    compare(shown, f"{file_error.value}\nError: {store_error.value}\n", context)
+
+
+def truncated_view(shown: str, context: Context) -> None:
+    """A 3000-line file whose view stops after line 812."""
+    text = "x" * 153 + "\n" + "\n".join("x" * 53 for _ in range(2999))
+    with gitmem.GitMemoryTool(
+        context.directory / "view.git",
+        key=gitmem.generate_key(),
+        limits=gitmem.Limits(max_file_bytes=2**20),
+    ) as tool:
+        tool.call({"command": "create", "path": "/memories/log.md", "file_text": text})
+        view = tool.call({"command": "view", "path": "/memories/log.md"})
+    lines = view.splitlines()
+    compare(
+        shown,
+        "\n".join([lines[0], lines[1][:8] + "...", lines[-2][:8] + "...", lines[-1]]) + "\n",
+        context,
+    )
+
+
+def secret_errors(shown: str, context: Context) -> None:
+    aws = "AKIA" + "IOSFODNN7" + "EXAMPLE"
+    github = "ghp_" + "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY" + "Zz99"
+    url = "https://me:" + "hunter2hunter2" + "@example.com/x"
+    texts = [f"one\ntwo\nkey {aws}\n", f"{github}\nx\n{url}\n{github}\n"]
+    errors = []
+    with gitmem.GitMemoryTool(context.directory / "secrets.git", key=gitmem.generate_key()) as tool:
+        for index, text in enumerate(texts):
+            with pytest.raises(ToolError) as error:
+                tool.call({"command": "create", "path": f"/memories/{index}.md", "file_text": text})
+            errors.append(str(error.value))
+    compare(shown, "\n".join(errors) + "\n", context)
+
+
+PROGRESS = "# Progress\n- [x] setup\n- [ ] tests\n"
+LAPTOP, DESKTOP = "- [x] tests - 12 pass", "- [ ] tests: 2 failing; see notes"
+
+
+def conflict(context: Context) -> Path:
+    """docs/sync.md's two replicas that both edited one line; the desktop's, after its sync.
+
+    As in the doc, the laptop's head id sorts first (its version keeps the path): the ids are
+    random, so the scenario is played until it does (half the time).
+    """
+    desktop = context.directory / "desktop.git"
+    if desktop.exists():
+        return desktop
+    for attempt in range(20):
+        place = context.directory / f"conflict-{attempt}"
+        bare = place / "forge.git"
+        subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True)
+        key = gitmem.generate_key()
+        with gitmem.MemoryStore.init(place / "laptop.git", key, session="laptop") as laptop:
+            laptop.create("/memories/progress.md", PROGRESS)
+            laptop.add_remote("origin", str(bare))
+            laptop.push()
+            with gitmem.MemoryStore.clone(
+                str(bare), place / "desktop.git", key, session="desktop"
+            ) as other:
+                other.str_replace("/memories/progress.md", "- [ ] tests", DESKTOP)
+                laptop.str_replace("/memories/progress.md", "- [ ] tests", LAPTOP)
+                laptop.push()
+                if (laptop.head() or "") < (other.head() or ""):
+                    other.sync()
+                    (place / "desktop.git").rename(desktop)
+                    context.env["GITMEM_KEY"] = key
+                    return desktop
+    raise AssertionError("the laptop's id never sorted first")
+
+
+def conflict_view(shown: str, context: Context) -> None:
+    result = context.gitmem(["--repo", str(conflict(context)), "view", "/memories"])
+    assert result.exit_code == 0, result.output
+    compare(shown, result.stdout, context)
+
+
+def conflict_log(shown: str, context: Context) -> None:
+    """The transcript's commands, on the desktop's replica (times aside)."""
+    repo = str(conflict(context))
+    transcript = ""
+    for line in shown.splitlines():
+        if line.startswith("$ gitmem "):
+            result = context.gitmem(["--repo", repo, *shlex.split(line)[2:]])
+            assert result.exit_code == 0, result.output
+            transcript += f"{line}\n{result.stdout}"
+    time = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    compare(re.sub(time, "TIME", shown), re.sub(time, "TIME", transcript), context)
+
+
+def memory_store(context: Context, built: tuple[Path, str]) -> None:
+    """The store docs/safeguards.md's examples open (made by `gitmem init`, say)."""
+    gitmem.init_store(context.directory / "memory.git").store.close()
+
+
+SETUPS = {
+    "docs/cli.md": history,
+    "docs/sync.md": forge,
+    "docs/mcp.md": mcp_store,
+    "docs/safeguards.md": memory_store,
+}
+CHECKS = {
+    "key-missing": key_missing,
+    "completion": completion,
+    "key-text": key_text,
+    "store-replaced": store_replaced,
+    "limit-errors": limit_errors,
+    "truncated-view": truncated_view,
+    "secret-errors": secret_errors,
+    "conflict-view": conflict_view,
+    "conflict-log": conflict_log,
+}
