@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
@@ -305,3 +306,104 @@ CHECKS = {
     "conflict-view": conflict_view,
     "conflict-log": conflict_log,
 }
+
+
+# -- what docs/cli.md's prose quotes -----------------------------------------------------------
+
+CLI_MD = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+
+# (text docs/cli.md quotes, the command, its exit code, what its stderr then says)
+CLI_PROSE = [
+    ("log --session nosuch", ["log", "--session", "nosuch"], 2, "nosuch"),
+    ("log --command bogus", ["log", "--command", "bogus"], 2, "bogus"),
+    (
+        "`gitmem: no operations match`",
+        ["log", "--command", "expire"],
+        0,
+        "gitmem: no operations match\n",
+    ),
+    ("`gitmem: no changes`", ["diff", "HEAD", "HEAD"], 0, "gitmem: no changes\n"),
+    ("unknown revision 'x'", ["show", "x"], 2, "unknown revision 'x'"),
+    ("no operation of session 'x'", ["show", "session:x"], 2, "no operation of session 'x'"),
+    (
+        "the memory has no operation that old",
+        ["show", "@{2000-01-01}"],
+        2,
+        "the memory has no operation that old",
+    ),
+    ("history is not that long", ["show", "HEAD~99"], 2, "history is not that long"),
+    ('`gitmem restore "$REV"`', ["restore", ""], 2, "error"),
+    ("(`gitmem log progress.md`)", ["log", "progress.md"], 2, "/memories/progress.md"),
+    ("`99999999999d`", ["log", "--since", "99999999999d"], 2, "error"),
+    ("giving two different revisions is a usage", ["show", "HEAD", "--rev", "HEAD~1"], 2, "error"),
+    ("an existing store included, is refused (exit code 2)", ["init", "history.git"], 2, "error"),
+]
+
+
+@pytest.mark.parametrize(
+    ("quote", "args", "code", "said"), CLI_PROSE, ids=[c[0] for c in CLI_PROSE]
+)
+def test_what_cli_md_says_the_commands_do(
+    quote: str, args: list[str], code: int, said: str, context: Context, built: tuple[Path, str]
+) -> None:
+    assert quote in " ".join(CLI_MD.split())
+    shutil.copytree(built[0], context.directory / "history.git")
+    context.env |= {"GITMEM_KEY": built[1], "GITMEM_REPO": "history.git"}
+    result = context.gitmem(args)
+    assert (result.exit_code, said in result.stderr) == (code, True), result.output
+    if code == 0:
+        json = context.gitmem([*args, "--json"])  # the empty output is the answer
+        assert (json.exit_code, json.stdout, json.stderr) == (0, "", "")
+
+
+def test_empty_store_and_empty_file_messages(context: Context) -> None:
+    assert "`gitmem: the store has no history`" in CLI_MD and "`gitmem: PATH is empty`" in CLI_MD
+    context.env["GITMEM_KEY"] = gitmem.generate_key()
+    gitmem.MemoryStore.init(context.directory / "e.git", context.env["GITMEM_KEY"]).close()
+    for command in (["log"], ["sessions"]):
+        result = context.gitmem(["--repo", "e.git", *command])
+        assert (result.exit_code, result.stderr) == (0, "gitmem: the store has no history\n")
+    with gitmem.MemoryStore.open(context.directory / "e.git", context.env["GITMEM_KEY"]) as store:
+        store.create("/memories/empty.md", "")
+    result = context.gitmem(["--repo", "e.git", "blame", "/memories/empty.md"])
+    assert (result.exit_code, result.stderr) == (0, "gitmem: /memories/empty.md is empty\n")
+
+
+# -- what docs/python-api.md's prose says ------------------------------------------------------
+
+API_MD = " ".join(
+    (Path(__file__).resolve().parent.parent / "docs" / "python-api.md").read_text().split()
+)
+
+
+def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> None:
+    assert (
+        "An empty `session`, one longer than 256 characters (`gitmem.options.MAX_SESSION_CHARS`: "
+        "the label is recorded in every commit), or a negative or NaN `lock_timeout` is a "
+        "`UsageError`, a `session` that is not a string or a `lock_timeout` that is not a number "
+        "a `TypeError`, raised before anything is created."
+    ) in API_MD
+    repo = tmp_path / "m.git"
+    bad: list[tuple[dict[str, Any], type[Exception]]] = [
+        ({"session": ""}, gitmem.UsageError),
+        ({"session": "s" * 257}, gitmem.UsageError),
+        ({"lock_timeout": -1.0}, gitmem.UsageError),
+        ({"lock_timeout": float("nan")}, gitmem.UsageError),
+        ({"session": 3}, TypeError),
+        ({"lock_timeout": "1"}, TypeError),
+    ]
+    for settings, error in bad:
+        with pytest.raises(error):
+            gitmem.GitMemoryTool(repo, key=key, **settings)
+        assert not repo.exists()
+
+
+def test_what_python_api_md_says_paths_refuse(store: gitmem.MemoryStore) -> None:
+    assert '(`paths="/memories/a.md"` instead of `paths=["/memories/a.md"]`)' in API_MD
+    store.create("/memories/a.md", "a\n")
+    with pytest.raises(TypeError):
+        store.restore("HEAD", paths="/memories/a.md")
+    with pytest.raises(TypeError):
+        store.read_text(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        gitmem.GitMemoryTool(store, session="x")
