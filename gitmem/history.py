@@ -91,8 +91,9 @@ COMMANDS = (
     "import",
     "expire",
     "keys",
+    "merge",
 )
-"""Every command an operation's record can name."""
+"""Every command an operation's record can name (``merge``: a pull or sync joining histories)."""
 
 
 def log(

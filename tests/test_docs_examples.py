@@ -8,6 +8,7 @@ so that a new one is a reviewed change of this file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -407,3 +408,30 @@ def test_what_python_api_md_says_paths_refuse(store: gitmem.MemoryStore) -> None
         store.read_text(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         gitmem.GitMemoryTool(store, session="x")
+
+
+def test_every_command_a_record_names_is_a_log_filter(context: Context) -> None:
+    """sync.md: a pull that combines two histories commits a `merge`; `log --command merge`
+    lists those, and cli.md's --command list is the library's."""
+    options = re.search(r"`--command CMD`: only operations of one command \(([^)]*)\)", CLI_MD)
+    assert options is not None
+    assert re.findall(r"`(\w+)`", options[1]) == list(gitmem.history.COMMANDS)
+    count = ["nine", "ten", "eleven"][len(gitmem.history.COMMANDS) - 9]
+    assert f"is not one of the {count} (`log --command bogus`)" in " ".join(CLI_MD.split())
+    key = gitmem.generate_key()
+    bare = context.directory / "forge.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True)
+    with gitmem.MemoryStore.init(context.directory / "a.git", key, session="a") as a:
+        a.create("/memories/a.md", "a\n")
+        a.add_remote("origin", str(bare))
+        a.push()
+        with gitmem.MemoryStore.clone(str(bare), context.directory / "b.git", key) as b:
+            b.create("/memories/b.md", "b\n")
+            a.create("/memories/c.md", "c\n")
+            a.push()
+            merge = b.sync().merge
+    assert merge is not None
+    context.env["GITMEM_KEY"] = key
+    result = context.gitmem(["--repo", "b.git", "log", "--command", "merge", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["commit"] for line in result.stdout.splitlines()] == [merge.commit]
