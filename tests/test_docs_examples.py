@@ -8,6 +8,8 @@ so that a new one is a reviewed change of this file.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
 import re
@@ -24,6 +26,7 @@ from docex import Context, compare, parse, run_document
 from test_history import built_once
 
 import gitmem
+import gitmem.mcp_server
 from gitmem.crypto import decode_key
 from gitmem.demo.progress_log import run_store_demo
 from gitmem.keysource import user_key_path, write_key_file
@@ -435,3 +438,56 @@ def test_every_command_a_record_names_is_a_log_filter(context: Context) -> None:
     result = context.gitmem(["--repo", "b.git", "log", "--command", "merge", "--json"])
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["commit"] for line in result.stdout.splitlines()] == [merge.commit]
+
+
+# -- the API tables ------------------------------------------------------------------------------
+
+
+def _table_calls(doc: str, column: int) -> list[tuple[str, str, str]]:
+    """``(section heading, callee, arguments)`` of each `f(args)` in ``column`` of doc's tables."""
+    text = (Path(__file__).resolve().parent.parent / doc).read_text()
+    found = []
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line
+        elif line.startswith("|") and not line.startswith("|--"):
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            if len(cells) > column:
+                for call in re.finditer(r"`([A-Za-z_][\w.]*)\(([^`]*)\)`", cells[column]):
+                    found.append((heading, call[1], call[2]))
+    return found
+
+
+def _callee(heading: str, name: str) -> Any:
+    if name.startswith("store."):
+        return getattr(gitmem.MemoryStore, name.removeprefix("store."))
+    if "." in name:
+        return eval(name, {"gitmem": gitmem, "MemoryStore": gitmem.MemoryStore})
+    owner = gitmem.history if "gitmem.history" in heading else gitmem.MemoryStore
+    return getattr(owner, name)
+
+
+@pytest.mark.parametrize(("doc", "column"), [("docs/python-api.md", 0), ("docs/cli.md", 1)])
+def test_the_api_tables_name_real_parameters(doc: str, column: int) -> None:
+    """Each call in python-api.md's method tables and cli.md's "Python equivalents" names
+    parameters the callable has, and every parameter it requires."""
+    calls = _table_calls(doc, column)
+    assert len(calls) > 20
+    wrong = {}
+    for heading, name, args in calls:
+        shown = ast.parse(f"def _({args}): pass").body[0]
+        assert isinstance(shown, ast.FunctionDef)
+        names = [a.arg for a in [*shown.args.args, *shown.args.kwonlyargs]]
+        actual = inspect.signature(_callee(heading, name)).parameters
+        unknown = [n for n in names if n not in actual and n != "self"]
+        required = [
+            p.name
+            for p in actual.values()
+            if p.default is p.empty
+            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            and p.name not in (*names, "self", "cls")
+        ]
+        if unknown or required:
+            wrong[f"{doc}: {name}({args})"] = (unknown, required)
+    assert wrong == {}
