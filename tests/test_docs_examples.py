@@ -26,7 +26,10 @@ from docex import Context, compare, parse, run_document
 from test_history import built_once
 
 import gitmem
+import gitmem.errors
 import gitmem.mcp_server
+import gitmem.options
+import gitmem.paths
 from gitmem.crypto import decode_key
 from gitmem.demo.progress_log import run_store_demo
 from gitmem.keysource import user_key_path, write_key_file
@@ -491,3 +494,22 @@ def test_the_api_tables_name_real_parameters(doc: str, column: int) -> None:
         if unknown or required:
             wrong[f"{doc}: {name}({args})"] = (unknown, required)
     assert wrong == {}
+
+
+def test_the_safeguards_table_gives_the_defaults() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "safeguards.md").read_text()
+    limits = gitmem.Limits()
+    rows = {
+        f"| largest file | 1 MiB ({limits.max_file_bytes:,} bytes) |": limits.max_file_bytes
+        == 2**20,
+        "| largest memory (all files at the head) | 64 MiB |": limits.max_store_bytes == 64 * 2**20,
+        f"| longest `view` result | {limits.max_view_chars:,} characters |": True,
+        f"| deepest new path | {gitmem.paths.MAX_DEPTH} components |": True,
+        f"| longest session label | {gitmem.options.MAX_SESSION_CHARS} characters": True,
+        f"| input repeated in an error | {gitmem.errors.ECHO_CHARS:,} characters;": True,
+    }
+    assert [row for row, holds in rows.items() if row not in text or not holds] == []
+    assert "`Limits.max_view_chars` (at least 2,048)" in text
+    gitmem.Limits(max_view_chars=2048)
+    with pytest.raises(gitmem.UsageError):
+        gitmem.Limits(max_view_chars=2047)
