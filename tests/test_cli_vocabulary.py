@@ -219,7 +219,7 @@ def test_unknown_session_or_command_is_an_error_like_restore(gm: Gitmem) -> None
     assert (bogus.exit_code, bogus.stdout) == (2, "")
     assert bogus.stderr == (
         "gitmem: error: unknown command 'bogus': one of create, str_replace, insert, delete, "
-        "rename, restore, import, expire, keys\n"
+        "rename, restore, import, expire, keys, merge\n"
     )
     as_json = gm("log", "--session", "nosuch", "--json")
     assert json.loads(as_json.stderr)["message"] == "no operation of session 'nosuch'"
