@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 from click.shell_completion import CompletionItem
 
 from . import history
@@ -1358,6 +1359,15 @@ def demo(store_path: Path | None, offline: bool, model: str | None) -> None:
 
     from .demo.progress_log import run_store_demo
 
+    # The group takes --repo and --key-file before any command's name; the demo would ignore
+    # them and write a store of its own. (GITMEM_REPO, set for the other commands, is fine.)
+    group = click.get_current_context().find_root()
+    for name, flag in (("repo", "--repo"), ("key_file", "--key-file")):
+        if group.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            raise UsageError(
+                f"gitmem demo makes its own store and takes no {flag}: "
+                "give --store PATH to keep the demo store"
+            )
     use_real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not offline
     if store_path is not None and store_path.exists() and any(store_path.iterdir()):
         raise UsageError(f"{store_path} already exists and is not empty")

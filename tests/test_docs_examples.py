@@ -513,3 +513,22 @@ def test_the_safeguards_table_gives_the_defaults() -> None:
     gitmem.Limits(max_view_chars=2048)
     with pytest.raises(gitmem.UsageError):
         gitmem.Limits(max_view_chars=2047)
+
+
+@pytest.mark.parametrize("option", ["--repo", "--key-file"])
+def test_demo_refuses_a_store_it_would_ignore(option: str, context: Context) -> None:
+    """cli.md: `gitmem demo` takes no --repo or --key-file; given before its name (where the
+    group accepts them), they were silently ignored and the demo ran on a store of its own."""
+    assert "`gitmem demo` makes its own store and takes no `--repo` or `--key-file`." in CLI_MD
+    result = context.gitmem([option, "mine.git", "demo", "--offline"])
+    assert result.exit_code == 2, result.output
+    assert f"takes no {option}" in result.stderr and "--store PATH" in result.stderr
+    assert list(context.directory.iterdir()) == []
+
+
+def test_demo_runs_with_a_store_named_by_the_environment(context: Context) -> None:
+    """GITMEM_REPO exported for the other commands (quickstart.md, step 5) is no mistake."""
+    context.env["GITMEM_REPO"] = "mine.git"
+    result = context.gitmem(["demo", "--offline", "--store", "demo.git"])
+    assert result.exit_code == 0, result.output
+    assert not (context.directory / "mine.git").exists()
