@@ -65,7 +65,11 @@ def entry_bits(raw: str) -> int:
     ``raw`` is ``kind || base64url_nopad(0x01 || V || C)``, decoded the way the name envelope is
     opened; the bits are V's first three bytes, most significant bit first.
     """
-    envelope = name_envelope(raw)
+    return envelope_bits(name_envelope(raw))
+
+
+def envelope_bits(envelope: bytes) -> int:
+    """:func:`entry_bits` of the name envelope ``envelope`` (as ``name_envelope`` decodes it)."""
     if len(envelope) < 18:
         raise IntegrityError("an entry name is not valid gitmem ciphertext")
     return int.from_bytes(envelope[1:4], "big")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -112,6 +113,13 @@ def name_envelope(entry: str) -> bytes:
         raise IntegrityError("an entry name is not valid gitmem ciphertext") from None
 
 
+@functools.lru_cache(maxsize=256)
+def _name_ad(kind: str, parent: str) -> list[bytes]:
+    """The associated data of a name envelope of ``kind`` under ``parent`` (read-only: one list
+    shared by every name of a directory opened, rather than one made and encoded per name)."""
+    return [_NAME_AD, bytes([ENVELOPE_VERSION]), kind.encode(), parent.encode("utf-8")]
+
+
 def _derive(master: bytes, store_id: bytes, purpose: bytes, length: int) -> bytes:
     return HKDF(
         algorithm=hashes.SHA256(), length=length, salt=store_id, info=b"gitmem/v1/" + purpose
@@ -206,17 +214,19 @@ class StoreKeys:
             for names in self._open_names
         ]
 
-    def open_name(self, entry: str, parent: str) -> tuple[str, str]:
-        """Decrypt a tree entry name made by :meth:`seal_name`; returns ``(name, kind)``."""
+    def open_name(self, entry: str, parent: str) -> tuple[str, str, bytes]:
+        """Decrypt a tree entry name made by :meth:`seal_name`; returns ``(name, kind,
+        envelope)``, the envelope as :func:`name_envelope` decodes it (its synthetic IV places
+        the entry in a split directory's buckets: decoded once for both)."""
         kind = entry[:1]
         ct = name_envelope(entry)
         if not ct or ct[0] != ENVELOPE_VERSION:
             raise IntegrityError("an entry name has an unknown envelope version")
-        ad = [_NAME_AD, ct[:1], kind.encode(), parent.encode("utf-8")]
+        ad = _name_ad(kind, parent)
+        body = ct[1:]
         for names in self._open_names:
             try:
-                plain = names.decrypt(ct[1:], ad)
-                return plain.decode("utf-8"), kind
+                return names.decrypt(body, ad).decode("utf-8"), kind, ct
             except (InvalidTag, UnicodeDecodeError, ValueError):
                 continue
         raise IntegrityError("an entry name failed authentication")

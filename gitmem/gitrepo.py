@@ -25,6 +25,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -2366,6 +2367,12 @@ def _interruptible(callbacks: _Callbacks) -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+# The modes git writes, by their text: an entry's mode is looked up here, and only another is
+# checked digit by digit (parse_tree's loop is most of reading a big split directory's trees).
+_MODES = {b"%o" % mode: mode for mode in (0o40000, 0o100644, 0o100755, 0o120000, 0o160000)}
+_new_tree_entry: Callable[[tuple[str, str, int]], TreeEntry] = partial(tuple.__new__, TreeEntry)
+
+
 def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:
     """The entries of a raw git tree, checked as strictly as git's own writer makes them.
 
@@ -2377,21 +2384,19 @@ def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:
     names: set[bytes] = set()
     previous = b""
     pos, end = 0, len(data)
+    find = data.find
     while pos < end:
-        space = data.find(b" ", pos, pos + 8)
-        nul = data.find(b"\0", space + 1) if space > pos else -1
-        mode_text, name = data[pos:space], data[space + 1 : nul]
-        if (
-            nul < 0
-            or nul + 21 > end
-            or not name
-            or b"/" in name
-            or mode_text[:1] == b"0"
-            or not set(mode_text) <= _OCTAL
-            or name in names
-        ):
+        space = find(b" ", pos, pos + 8)
+        nul = find(b"\0", space + 1) if space > pos else -1
+        name = data[space + 1 : nul]
+        if nul < 0 or nul + 21 > end or not name or b"/" in name or name in names:
             raise IntegrityError(f"tree {oid} is malformed")
-        mode = int(mode_text, 8)
+        mode_text = data[pos:space]
+        mode = _MODES.get(mode_text)
+        if mode is None:
+            if mode_text[:1] == b"0" or not set(mode_text) <= _OCTAL:
+                raise IntegrityError(f"tree {oid} is malformed")
+            mode = int(mode_text, 8)
         key = name + b"/" if mode == TREE_MODE else name
         if key <= previous:
             raise IntegrityError(f"tree {oid} is malformed: its entries are out of order")
@@ -2399,7 +2404,7 @@ def parse_tree(data: bytes, oid: str) -> list[TreeEntry]:
             text = name.decode("utf-8")
         except UnicodeDecodeError:
             raise IntegrityError(f"tree {oid} is malformed: a name is not UTF-8") from None
-        entries.append(TreeEntry(text, data[nul + 1 : nul + 21].hex(), mode))
+        entries.append(_new_tree_entry((text, data[nul + 1 : nul + 21].hex(), mode)))
         names.add(name)
         previous = key
         pos = nul + 21

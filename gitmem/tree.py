@@ -426,45 +426,67 @@ class TreeCodec:
             entries, level, leaf = self.repo.read_tree(below), level + 1, below
             if not entries:
                 raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
-        prefix = buckets.prefix_of(bits, level)
-        found: dict[str, str] = {}
-        names: set[str] = set()
-        for entry in entries:
-            name, _ = self._checked_entry(entry, level, prefix, names, {}, parent, oid)
-            names.add(name)
-            found[entry.name] = entry.oid
+        self._checked_leaf(entries, level, buckets.prefix_of(bits, level), (), {}, parent, oid)
+        found = {entry.name: entry.oid for entry in entries}
         opened[leaf] = found
         return found
 
-    def _checked_entry(
+    def _checked_leaf(
         self,
-        entry: TreeEntry,
+        entries: list[TreeEntry],
         level: int,
         prefix: int,
         seen: Container[str],
         known: Mapping[str, str],
         parent: str,
         oid: str,
-    ) -> tuple[str, str]:
-        """The name and kind of memory entry ``entry`` of a leaf ``level`` bucket levels below
-        directory ``parent``'s tree ``oid`` (``prefix``: the bucket indices that led there),
-        with every check a reader makes of it: a tree, an authentic name of a file or a
-        directory not in ``seen``, in its bucket. ``known`` holds names opened already at this
-        path, by sealed name (sealing is deterministic and binds the parent path)."""
-        if entry.mode != TREE_MODE:
-            raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
-        name = known.get(entry.name)
-        if name is not None:
-            kind = entry.name[:1]
-        else:
-            name, kind = self._open_name(entry.name, parent, oid)
-        if kind not in (KIND_FILE, KIND_DIR) or not name or "/" in name or name in seen:
-            raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
-        if level and buckets.prefix_of(buckets.entry_bits(entry.name), level) != prefix:
-            raise IntegrityError(
-                f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
-            )
-        return name, kind
+    ) -> list[tuple[str, str]]:
+        """The name and kind of each memory entry of ``entries``, a leaf ``level`` bucket levels
+        below directory ``parent``'s tree ``oid`` (``prefix``: the bucket indices that led
+        there), with every check a reader makes of each: a tree, an authentic name of a file or
+        a directory in neither ``seen`` nor earlier in the leaf, in its bucket. ``known`` holds
+        names opened already at this path, by sealed name (sealing is deterministic and binds
+        the parent path). One loop for the leaf: a cold load of a big directory runs it for
+        every name."""
+        opened: list[tuple[str, str]] = []
+        here: set[str] = set()
+        open_name = self.keys.open_name
+        for entry in entries:
+            raw = entry.name
+            if entry.mode != TREE_MODE:
+                raise IntegrityError(f"directory {parent} holds an entry that is not a tree")
+            name = known.get(raw)
+            envelope = None
+            if name is not None:
+                kind = raw[:1]
+            else:
+                try:
+                    name, kind, envelope = open_name(raw, parent)
+                except IntegrityError:
+                    raise IntegrityError(
+                        f"an entry name in directory {parent} failed authentication (tree {oid})"
+                    ) from None
+            if (
+                kind not in (KIND_FILE, KIND_DIR)
+                or not name
+                or "/" in name
+                or name in seen
+                or name in here
+            ):
+                raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
+            if level:
+                # The envelope decoded to open the name gives its bits (a known name's is
+                # decoded for them).
+                bits = (
+                    buckets.entry_bits(raw) if envelope is None else buckets.envelope_bits(envelope)
+                )
+                if buckets.prefix_of(bits, level) != prefix:
+                    raise IntegrityError(
+                        f"directory {parent} holds an entry in the wrong bucket (tree {oid})"
+                    )
+            here.add(name)
+            opened.append((name, kind))
+        return opened
 
     def _dir_entries(self, oid: str, path: MemoryPath) -> list[TreeEntry]:
         """The entries of directory tree ``oid`` at ``path``, the root's metadata blob left out
@@ -509,8 +531,8 @@ class TreeCodec:
                     entries, (level, prefix, before), parent, oid, stack, reused
                 )
                 continue
-            for entry in entries:
-                name, kind = self._checked_entry(entry, level, prefix, nodes, known, parent, oid)
+            checked = self._checked_leaf(entries, level, prefix, nodes, known, parent, oid)
+            for entry, (name, kind) in zip(entries, checked, strict=True):
                 nodes[name] = (kind, entry.oid)
                 sealed[name] = entry.name
             node.count = len(entries)
@@ -569,14 +591,6 @@ class TreeCodec:
     def _remember(self, key: tuple[str, MemoryPath], loaded: _Loaded) -> None:
         self._dirs.put(key, loaded, len(loaded.nodes) + 1)
         self._latest.put(key[1], loaded, len(loaded.nodes) + 1)
-
-    def _open_name(self, raw: str, parent: str, oid: str) -> tuple[str, str]:
-        try:
-            return self.keys.open_name(raw, parent)
-        except IntegrityError:
-            raise IntegrityError(
-                f"an entry name in directory {parent} failed authentication (tree {oid})"
-            ) from None
 
     def write_dir(
         self,

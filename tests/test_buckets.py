@@ -337,6 +337,26 @@ def test_an_entry_in_the_wrong_bucket_is_refused(repo_path: Path, key: str) -> N
     forged = repo.write_tree([*repo.read_tree(second.oid), moved])
     tree = repo.write_tree([*top[2:], first, TreeEntry(second.name, forged, TREE_MODE)])
     refused(store, tree, "wrong bucket")
+    # A reader that knows the entry's name (it opened the directory before) checks its bucket
+    # all the same, from the sealed name.
+    knowing = fresh_codec(store)
+    knowing.load_dir(node_at(store, "/memories/d"), parse("/memories/d"))
+    with pytest.raises(IntegrityError, match="wrong bucket"):
+        knowing.load_dir(tree, parse("/memories/d"))
+
+
+def test_one_name_twice_in_one_tree_is_refused(repo_path: Path, key: str) -> None:
+    # A file and a directory of one name (each sealing authentic) in one flat tree.
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.create("/memories/d/n.md", "x")
+    store.create("/memories/d/other.md", "y")
+    repo = store.repo
+    entries = repo.read_tree(node_at(store, "/memories/d"))
+    twin = store.keys.seal_name("n.md", "/memories/d", "d")
+    tree = repo.write_tree(
+        sorted([*entries, TreeEntry(twin, repo.empty_tree(), TREE_MODE)], key=lambda e: e.name)
+    )
+    refused(store, tree, "invalid entry")
 
 
 def test_malformed_buckets_are_refused(repo_path: Path, key: str) -> None:

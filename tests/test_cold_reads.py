@@ -56,7 +56,7 @@ class Spy:
         self.blobs = 0
         open_name, read_blob = StoreKeys.open_name, GitRepo.read_blob
 
-        def counted_name(keys: StoreKeys, entry: str, parent: str) -> tuple[str, str]:
+        def counted_name(keys: StoreKeys, entry: str, parent: str) -> tuple[str, str, bytes]:
             self.names += 1
             return open_name(keys, entry, parent)
 

@@ -113,12 +113,14 @@ def test_a_well_formed_tree_parses() -> None:
         entry(b"100644", b"a")
         + entry(b"100644", b"a.b")
         + entry(b"100755", b"a0.c")
+        + entry(b"100664", b"a0.d")  # a mode git no longer writes: read digit by digit
         + entry(b"40000", b"a0", ID_B)
     )
     assert parse_tree(data, "t") == [
         TreeEntry("a", ID_A, BLOB_MODE),
         TreeEntry("a.b", ID_A, BLOB_MODE),
         TreeEntry("a0.c", ID_A, 0o100755),
+        TreeEntry("a0.d", ID_A, 0o100664),
         TreeEntry("a0", ID_B, TREE_MODE),
     ]
 

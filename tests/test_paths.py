@@ -675,6 +675,24 @@ def test_names_that_need_a_joiner_are_accepted(tool: GitMemoryTool, name: str) -
     )
 
 
+def _full_fold(name: str) -> str:
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)))
+@example("".join(map(chr, range(0x80))))
+def test_an_ascii_name_folds_as_the_full_rule_folds_it(name: str) -> None:
+    # fold_name lower-cases ASCII names without normalizing: the key must be the full rule's.
+    assert gitmem_paths.fold_name(name) == _full_fold(name)
+
+
+@given(st.text(max_size=8))
+@example("\u212a.md")  # KELVIN SIGN: folds to the ASCII "k.md"
+@example("STRASSE\u00df")
+def test_names_fold_by_the_full_rule(name: str) -> None:
+    assert gitmem_paths.fold_name(name) == _full_fold(name)
+
+
 def test_names_differing_only_in_case_or_form_are_refused(tool: GitMemoryTool) -> None:
     tool.call({"command": "create", "path": "/memories/notes/a.md", "file_text": "a\n"})
     tool.call({"command": "create", "path": "/memories/caf\u00e9.md", "file_text": "c\n"})
