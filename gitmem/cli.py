@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ from .crypto import decode_key, encode_key, generate_key
 from .errors import (
     GitMemError,
     IntegrityError,
+    Interrupted,
     KeyMissing,
     UsageError,
     file_system_refused,
@@ -178,6 +180,14 @@ def fail(exc: GitMemError, state: CliState | None) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
+def interrupted(state: CliState | None) -> NoReturn:
+    """Report a Ctrl-C as :class:`Interrupted` (exit code 130); a second one is ignored, so
+    that it cannot break the report off with a traceback."""
+    with contextlib.suppress(ValueError):  # not the main thread: it cannot set handlers
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fail(Interrupted(), state)
+
+
 def note(text: str) -> None:
     """Tell a person something on stderr that is not an error (``gitmem: no operations match``).
 
@@ -224,6 +234,19 @@ class GitMemGroup(click.Group):
         cmd.params.extend(p for p in shared_options() if p.name not in own)
         super().add_command(cmd, name)
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """Parse the arguments; a Ctrl-C meanwhile ends the process as in :meth:`invoke`."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            interrupted(None)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a GitMemError becomes one line (or JSON object) and an exit code."""
         try:
@@ -231,6 +254,9 @@ class GitMemGroup(click.Group):
                 return super().invoke(ctx)
             finally:
                 (ctx.find_object(CliState) or CliState()).publish_writes()
+        except KeyboardInterrupt:
+            # Click would print "Aborted!" and exit 1, as for any failure.
+            interrupted(ctx.find_object(CliState))
         except GitMemError as exc:
             fail(exc, ctx.find_object(CliState))
         except BrokenPipeError:

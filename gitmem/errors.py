@@ -148,6 +148,18 @@ class LockTimeout(GitMemError):
     exit_code = 7
 
 
+class Interrupted(GitMemError):
+    """The command was interrupted (Ctrl-C, SIGINT) before it finished.
+
+    A write is in the store whole or not at all: it is committed by one move of a ref.
+    """
+
+    exit_code = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+
 class FormatVersionError(GitMemError):
     """The store was written by a format this version of gitmem does not read."""
 

@@ -1,0 +1,40 @@
+"""The ``gitmem`` command's entry point: a Ctrl-C at any moment ends it with one line and 130.
+
+This module lives outside the ``gitmem`` package on purpose. Importing anything inside it runs
+``gitmem/__init__.py`` first, whose imports (pygit2, cryptography, the store) are most of the
+command's start-up, and a Ctrl-C there would reach Python's top level as a traceback. Here the
+interrupt is caught around the imports too; once the command runs, ``gitmem.cli`` reports it
+the same way (in JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import NoReturn
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+INTERRUPTED_LINE = "gitmem: error: interrupted\n"
+
+
+def main() -> None:
+    """Run the ``gitmem`` command (``gitmem.cli.main``)."""
+    try:
+        from gitmem.cli import main as command
+    except KeyboardInterrupt:
+        interrupted()
+    command(prog_name="gitmem")
+
+
+def interrupted() -> NoReturn:
+    """End the process for a Ctrl-C: one line on stderr, exit code 130."""
+    # A second Ctrl-C (people press it again when nothing seems to happen) must not interrupt
+    # the report itself with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr.write(INTERRUPTED_LINE)
+    sys.stderr.flush()
+    sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()
