@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from .errors import UsageError
+from .errors import UsageError, shown_repr
 from .limits import Limits
 from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy
 
@@ -57,11 +58,8 @@ class StoreOptions:
             raise TypeError(f"session must be a str or None, not {type(self.session).__name__}")
         if self.session == "":
             raise UsageError("session must not be empty: give a label, or None for a fresh one")
-        if self.session is not None and len(self.session) > MAX_SESSION_CHARS:
-            raise UsageError(
-                f"the session label is {len(self.session):,} characters long; at most "
-                f"{MAX_SESSION_CHARS} are allowed (it is recorded in every commit)"
-            )
+        if self.session is not None:
+            check_session_label(self.session)
         timeout = self.lock_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(
@@ -90,6 +88,24 @@ class StoreOptions:
         return dataclasses.replace(base, **given)
 
 
+def check_session_label(label: str) -> None:
+    """Refuse a session label that is too long or not printable text (:class:`UsageError`)."""
+    if len(label) > MAX_SESSION_CHARS:
+        raise UsageError(
+            f"the session label is {len(label):,} characters long; at most "
+            f"{MAX_SESSION_CHARS} are allowed (it is recorded in every commit)"
+        )
+    # A control character (a newline from a script) or a lone surrogate (a byte of a
+    # GITMEM_SESSION that is not UTF-8) would be kept in every record: log lines break, and
+    # `log --json` would print text that is not UTF-8.
+    for char in label:
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            raise UsageError(
+                f"the session label {shown_repr(label)} contains {shown_repr(char)}, which "
+                "is not printable text: use letters, digits, spaces and punctuation"
+            )
+
+
 class Settings(TypedDict, total=False):
     """The keyword form of :class:`StoreOptions`' fields, for ``**settings`` parameters."""
 
@@ -106,6 +122,7 @@ class Settings(TypedDict, total=False):
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "MAX_SESSION_CHARS",
+    "check_session_label",
     "SYNC_POLICIES",
     "Settings",
     "StoreOptions",

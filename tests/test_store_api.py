@@ -259,6 +259,13 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
             "the session label is 100,000 characters long; at most 256 are allowed",
         ),
         ({"session": "é" * 257}, gitmem.UsageError, "is 257 characters long; at most 256"),
+        (
+            {"session": "a\nb"},
+            gitmem.UsageError,
+            r"the session label 'a\\nb' contains '\\n', which is not printable text",
+        ),
+        ({"session": "s\udcff"}, gitmem.UsageError, r"contains '\\udcff', which is not printable"),
+        ({"session": "\x1b[31mred"}, gitmem.UsageError, r"contains '\\x1b'"),
         ({"lock_timeout": -1}, gitmem.UsageError, "lock_timeout must be 0 or more seconds"),
         ({"lock_timeout": float("nan")}, gitmem.UsageError, "lock_timeout must be 0 or more"),
         ({"lock_timeout": "30"}, TypeError, "lock_timeout must be a number of seconds, not str"),
@@ -275,6 +282,13 @@ def test_a_bad_session_or_lock_timeout_is_refused_before_anything_is_created(
     with pytest.raises(error, match=message):
         gitmem.GitMemoryTool(repo_path, key=key, **settings)
     assert not repo_path.exists()
+
+
+def test_a_session_label_of_printable_text_is_kept_as_given(repo_path: Path, key: str) -> None:
+    label = "wörker 2 — ünïcode 🎉 " + "x" * 200
+    store = gitmem.MemoryStore.open(repo_path, key, create=True, session=label)
+    store.create("/memories/a.md", "a\n")
+    assert [op.session for op in store.log()] == [label]
 
 
 def test_history_view_needs_no_tool_and_takes_either_path(store: gitmem.MemoryStore) -> None:
