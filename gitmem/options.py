@@ -122,9 +122,9 @@ class Settings(TypedDict, total=False):
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "MAX_SESSION_CHARS",
-    "check_session_label",
     "SYNC_POLICIES",
     "Settings",
     "StoreOptions",
     "SyncPolicy",
+    "check_session_label",
 ]

@@ -35,6 +35,7 @@ from .errors import (
     StorageError,
     StoreReplaced,
     UsageError,
+    WrongKey,
     file_system_refused,
     shown_repr,
 )
@@ -293,11 +294,13 @@ class MemoryStore:
         credential = Credential("key=", key=raw)
         if key is None and passphrase is None:
             raise UsageError("a new store needs a key or a passphrase")
+        made_here = False
         try:
             repo = GitRepo.init(path, opts.lock_timeout)
             with repo.write_lock(opts.lock_timeout):
                 meta = cls._read_meta(repo)
                 if meta is None:
+                    made_here = True
                     store_id = new_store_id()
                     check = StoreKeys.derive(raw, store_id).check_value()
                     meta = StoreMeta(fmt.FORMAT_VERSION, store_id, check)
@@ -313,7 +316,17 @@ class MemoryStore:
             ) from None
         if key is None and passphrase is not None:
             credential = Credential("passphrase=", passphrase=passphrase)
-        keyring = unlock(meta, credential, str(path))
+        try:
+            keyring = unlock(meta, credential, str(path))
+        except WrongKey:
+            if made_here:
+                raise
+            # Another creator won the race (two `gitmem init` at once): "the key does not
+            # open the store" would be true, but not what happened.
+            raise UsageError(
+                f"{path} already holds a gitmem store, which this key does not open (another "
+                "process may have just created it); nothing was written"
+            ) from None
         return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
 
     @classmethod

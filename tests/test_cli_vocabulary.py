@@ -20,7 +20,7 @@ from gitmem import GitMemoryTool, MemoryStore, generate_key
 from gitmem.cli import main
 from gitmem.demo.progress_log import ToolCall, _describe
 from gitmem.errors import KeyMissing, NoStore
-from gitmem.keysource import user_key_path
+from gitmem.keysource import config_dir, user_key_path
 
 
 @pytest.fixture(scope="module")
@@ -374,3 +374,20 @@ def test_init_refuses_an_existing_store(tmp_path: Path) -> None:
     assert invoke("init", str(tmp_path / "s.git"))[0] == 0
     code, _, err = invoke("init", str(tmp_path / "s.git"))
     assert code == 2 and "already exists and is neither empty" in err
+
+
+def test_two_inits_at_once_the_loser_is_told_the_store_exists_and_keeps_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both found the path vacant; the second one's store creation found the first one's store,
+    # which its new key cannot open. It said "the key does not open the store" (exit 4).
+    assert invoke("init", str(tmp_path / "s.git"))[0] == 0
+    keys = sorted((config_dir() / "keys").iterdir())
+    monkeypatch.setattr(MemoryStore, "vacant", staticmethod(lambda path: True))
+    code, out, err = invoke("init", str(tmp_path / "s.git"))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gitmem: error: {tmp_path / 's.git'} already holds a gitmem store, which this key does "
+        "not open (another process may have just created it); nothing was written\n"
+    )
+    assert sorted((config_dir() / "keys").iterdir()) == keys
