@@ -45,6 +45,7 @@ from .errors import (
     shown,
     shown_repr,
 )
+from .fsutil import is_within
 from .initstore import init_store
 from .keysource import (
     ENV_KEY,
@@ -606,6 +607,11 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
     if print_key and state.key_file is not None:
         raise UsageError("give --print-key or --key-file, not both")
     key_path = state.key_file
+    if key_path is not None and is_within(key_path, target):
+        raise UsageError(
+            f"the key file {key_path} would be inside the store {target}: keep it outside the "
+            "repository (whoever has both reads everything)"
+        )
     passphrase = os.environ.get(ENV_PASSPHRASE)
     given = os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE)
     if key_path is None and passphrase and not given and not print_key:

@@ -53,6 +53,12 @@ def make_private_dirs(path: _PathLike) -> Path:
     return target
 
 
+def is_within(path: _PathLike, directory: _PathLike) -> bool:
+    """Whether ``path`` is ``directory`` or below it, symbolic links resolved (neither need
+    exist)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
+
+
 def _fsync(path: _PathLike, flags: int) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:

@@ -31,7 +31,7 @@ from .errors import (
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE
-from .fsutil import DIR_MODE, make_private_dirs, open_private_file
+from .fsutil import DIR_MODE, is_within, make_private_dirs, open_private_file
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .render import plural
 from .revisions import check_moment
@@ -636,6 +636,12 @@ def export(
         snapshot = Snapshot(store.codec, None if head is None else head.tree)
     if target.is_symlink():
         raise UsageError(f"cannot export into {target}: it is a symbolic link")
+    if is_within(target, store.path):
+        # Plaintext beside the ciphertext: whoever copies or backs up the store gets both.
+        raise UsageError(
+            f"cannot export into {target}: it is inside the store's repository {store.path}; "
+            "export somewhere outside it"
+        )
     if target.exists():
         if not target.is_dir():
             raise UsageError(f"cannot export into {target}: it is not a directory")

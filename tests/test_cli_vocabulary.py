@@ -391,3 +391,26 @@ def test_two_inits_at_once_the_loser_is_told_the_store_exists_and_keeps_no_key(
         "not open (another process may have just created it); nothing was written\n"
     )
     assert sorted((config_dir() / "keys").iterdir()) == keys
+
+
+def test_neither_the_key_nor_an_export_is_written_inside_the_store(tmp_path: Path) -> None:
+    # `init S --key-file S/k.key` saved the key in the repository, and `export HEAD S/plain`
+    # wrote the plaintext there: whoever copies or backs up the store would get both.
+    store = tmp_path / "s.git"
+    code, _, err = invoke("init", str(store), "--key-file", str(store / "k.key"))
+    assert (code, err) == (
+        2,
+        f"gitmem: error: the key file {store / 'k.key'} would be inside the store {store}: keep "
+        "it outside the repository (whoever has both reads everything)\n",
+    )
+    assert not store.exists()
+    assert invoke("init", str(store), "--key-file", str(tmp_path / "k.key"))[0] == 0
+    link = tmp_path / "link"
+    link.symlink_to(store)
+    for target in (store / "plain", store, link / "objects" / "x"):
+        code, _, err = invoke(
+            "--repo", str(store), "--key-file", str(tmp_path / "k.key"), "export", str(target)
+        )
+        assert code == 2, target
+        assert "is inside the store's repository" in err
+    assert not (store / "plain").exists() and not (store / "objects" / "x").exists()
