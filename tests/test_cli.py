@@ -753,7 +753,10 @@ def test_shell_completion_of_memory_paths_and_commands(gm: Gitmem) -> None:
 
 def test_memory_text_cannot_drive_the_terminal(gm: Gitmem, monkeypatch: pytest.MonkeyPatch) -> None:
     hostile = "title \x1b]0;pwned\x07 red \x1b[31m\n"
-    store = MemoryStore.open(gm.repo, gm.key, session="evil\x1b[2J")
+    store = MemoryStore.open(gm.repo, gm.key, session="evil")
+    # gitmem refuses such a label now; an older gitmem, or another writer holding the key,
+    # could still have recorded one.
+    store.session = "evil\x1b[2J"
     store.create(parse_path("/memories/h.md"), hostile)
     monkeypatch.setattr(cli, "_isatty", lambda stream: True)  # as on a terminal
     shown = gm.ok("--no-pager", "show")
