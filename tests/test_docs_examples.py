@@ -386,7 +386,8 @@ API_MD = " ".join(
 def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> None:
     assert (
         "An empty `session`, one longer than 256 characters (`gitmem.options.MAX_SESSION_CHARS`: "
-        "the label is recorded in every commit), or a negative or NaN `lock_timeout` is a "
+        "the label is recorded in every commit) or holding a control character or a lone "
+        "surrogate, or a negative or NaN `lock_timeout` is a "
         "`UsageError`, a `session` that is not a string or a `lock_timeout` that is not a number "
         "a `TypeError`, raised before anything is created."
     ) in API_MD
@@ -394,6 +395,8 @@ def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> Non
     bad: list[tuple[dict[str, Any], type[Exception]]] = [
         ({"session": ""}, gitmem.UsageError),
         ({"session": "s" * 257}, gitmem.UsageError),
+        ({"session": "two\nlines"}, gitmem.UsageError),
+        ({"session": "s\udcff"}, gitmem.UsageError),
         ({"lock_timeout": -1.0}, gitmem.UsageError),
         ({"lock_timeout": float("nan")}, gitmem.UsageError),
         ({"session": 3}, TypeError),
