@@ -9,6 +9,7 @@ so that a new one is a reviewed change of this file.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from anthropic.lib.tools import ToolError
 from docex import Context, compare, parse, run_document
+from test_docs_cli import _all_error_classes
 from test_history import built_once
 
 import gitmem
@@ -535,3 +537,28 @@ def test_demo_runs_with_a_store_named_by_the_environment(context: Context) -> No
     result = context.gitmem(["demo", "--offline", "--store", "demo.git"])
     assert result.exit_code == 0, result.output
     assert not (context.directory / "mine.git").exists()
+
+
+def test_python_api_md_error_table_is_the_classes() -> None:
+    """Each class in python-api.md's error table is gitmem's, with the exit code and the bases
+    the row gives it ("(a `NoStore`)", "(also a `KeyError`)")."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "python-api.md").read_text()
+    table = text.split("## Errors", 1)[1].split("\n\n")[2]
+    wrong, seen = [], []
+    for line in table.splitlines()[2:]:
+        names, _meaning, code = [c.strip() for c in line.strip("|").split(" | ")]
+        for name, inside in re.findall(r"`(\w+)`(?: \(([^)]*)\))?", names):
+            seen.append(name)
+            cls = getattr(gitmem, name, None) or getattr(gitmem.errors, name, None)
+            if cls is None:
+                wrong.append(f"{name}: no such class")
+                continue
+            if cls.exit_code != int(code):
+                wrong.append(f"{name}: exit code {cls.exit_code}, table {code}")
+            for base in re.findall(r"\ban? `(\w+)`", inside):
+                expected = getattr(builtins, base, None) or getattr(gitmem, base)
+                if not issubclass(cls, expected):
+                    wrong.append(f"{name}: not a {base}")
+    assert wrong == []
+    missing = [c.__name__ for c in _all_error_classes() if c.exit_code != 1]
+    assert [name for name in missing if name not in seen] == []
