@@ -562,3 +562,26 @@ def test_python_api_md_error_table_is_the_classes() -> None:
     assert wrong == []
     missing = [c.__name__ for c in _all_error_classes() if c.exit_code != 1]
     assert [name for name in missing if name not in seen] == []
+
+
+def test_mcp_md_tools_table_names_each_tools_parameters() -> None:
+    """Each audit tool's row in mcp.md names exactly the parameters its input schema has, and the
+    memory tool's fields are the ones listed under the table."""
+    from gitmem.mcp_server import AUDIT_TOOLS, RESTORE_TOOL, memory_input_schema
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text()
+    rows = dict(re.findall(r"^\| `(memory\w*)` \| (.*) \|$", text, flags=re.M))
+    assert set(rows) == {"memory", *(t.name for t in (*AUDIT_TOOLS, RESTORE_TOOL))}
+    wrong = {}
+    for tool in (*AUDIT_TOOLS, RESTORE_TOOL):
+        words = set(re.findall(r"`(\w+)`", rows[tool.name]))
+        shown = words & ({*tool.input_schema["properties"]} | {"rev", "path", "paths"})
+        if shown != set(tool.input_schema["properties"]):
+            wrong[tool.name] = (sorted(shown), sorted(tool.input_schema["properties"]))
+    assert wrong == {}
+    fields = re.search(
+        r"The `memory` tool's input has exactly the memory tool's fields \(([^)]*)\)",
+        " ".join(text.split()),
+    )
+    assert fields is not None
+    assert set(re.findall(r"`(\w+)`", fields[1])) == set(memory_input_schema()["properties"])
