@@ -192,7 +192,8 @@ def run_shell(text: str, context: Context) -> None:
         words = shlex.split(line, comments=True)
         if not words:
             continue
-        words = [os.path.expanduser(w) if w.startswith("~") else w for w in words]
+        home = context.env.get("HOME", str(context.home))  # a second machine's, in a check
+        words = [home + w[1:] if w.startswith("~") else w for w in words]
         if words[0] == "export":
             name, _, value = words[1].partition("=")
             context.env[name] = value

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from anthropic.lib.tools import ToolError
-from docex import Context, compare, parse, run_document
+from docex import Context, compare, parse, run_document, run_shell
 from test_docs_cli import _all_error_classes
 from test_history import built_once
 
@@ -49,7 +49,7 @@ DOCUMENTS = [
 ]
 
 # Blocks marked "skip: next" in each document, each with its reason there.
-SKIPS: dict[str, int] = {name: 0 for name in DOCUMENTS} | {"README.md": 2, "docs/sync.md": 1}
+SKIPS: dict[str, int] = {name: 0 for name in DOCUMENTS} | {"README.md": 2}
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +169,24 @@ def forge(context: Context, built: tuple[Path, str]) -> None:
     bare = context.directory / "forge.git"
     subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True)
     context.stand_ins["git@github.com:me/agent-memory.git"] = str(bare)
+
+
+def second_machine(shown: str, context: Context) -> None:
+    """docs/sync.md's second machine: a home of its own, the first machine's key copied over."""
+    with gitmem.MemoryStore.open(context.home / "memory.git") as store:
+        key = user_key_path(store.store_id).read_text().strip()
+    home = context.directory / "second-home"
+    first = dict(context.env)
+    context.env |= {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+    }
+    try:
+        run_shell(shown.replace("'gitmem-key-1:…'", key), context)
+        assert gitmem.MemoryStore.open(home / "memory.git", key).verify().ok
+    finally:
+        context.env = first
 
 
 def mcp_store(context: Context, built: tuple[Path, str]) -> None:
@@ -314,6 +332,7 @@ CHECKS = {
     "secret-errors": secret_errors,
     "conflict-view": conflict_view,
     "conflict-log": conflict_log,
+    "second-machine": second_machine,
 }
 
 
