@@ -155,10 +155,11 @@ _KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", list: 
 
 
 def _arg(args: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
-    """Argument ``name`` of an audit tool, refused in the memory tool's words when mistyped."""
-    value = args.get(name, default)
+    """Argument ``name`` of an audit tool, refused in the memory tool's words when mistyped;
+    ``default`` when it is missing or null (a model writes ``"rev": null`` for "not given")."""
+    value = args.get(name)
     if value is None:
-        return None
+        return default
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise ToolError(f"Error: the `{name}` parameter must be {_KIND_NAMES[kind]}")
     return value

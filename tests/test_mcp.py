@@ -28,7 +28,7 @@ import gitmem
 from gitmem import history
 from gitmem.cli import main
 from gitmem.errors import NoStore
-from gitmem.mcp_server import MemoryServer
+from gitmem.mcp_server import DEFAULT_LOG_COUNT, MemoryServer
 
 AWS = "AKIA" + "IOSFODNN7" + "EXAMPLE"
 
@@ -399,6 +399,28 @@ def test_a_restore_that_changes_nothing_says_so(tmp_path: Path, key: str) -> Non
             "operation was made.",
         )
     assert store.head() == head
+
+
+def test_a_null_argument_is_taken_as_not_given(tmp_path: Path, key: str) -> None:
+    # `"rev": null` reached MemoryStore.resolve(None): a TypeError, reported as "gitmem failed
+    # unexpectedly"; `"max_count": null` meant no limit instead of the default 50.
+    store = gitmem.MemoryStore.open(tmp_path / "m.git", key, create=True, session="s")
+    for i in range(DEFAULT_LOG_COUNT + 1):
+        store.create(gitmem.parse_path(f"/memories/{i}.md"), "x\n")
+    server = MemoryServer(store, allow_restore=True)
+
+    def call(name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        return text_of(anyio.run(server.call, name, args))
+
+    assert call("memory_show", {"rev": None}) == call("memory_show", {})
+    error, text = call("memory_log", {"max_count": None, "patch": None, "path": None})
+    assert not error and len(text.splitlines()) == DEFAULT_LOG_COUNT
+    assert call("memory_blame", {"path": "/memories/0.md", "rev": None})[0] is False
+    assert call("memory_restore", {"rev": "HEAD~1", "paths": None, "dry_run": None})[0] is False
+    assert call("memory_blame", {"path": None}) == (
+        True,
+        "Error: memory_blame needs the `path` parameter",
+    )
 
 
 def test_restore_with_an_empty_paths_list_is_refused_as_by_the_library(
