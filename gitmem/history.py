@@ -27,6 +27,7 @@ from .errors import (
     NotFound,
     PathExists,
     UsageError,
+    shown,
     shown_int,
     shown_repr,
 )
@@ -717,44 +718,46 @@ def scan_import(source: str | os.PathLike[str], max_file_bytes: int | None) -> I
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:
-            problems.append(f"{'/'.join(relative) or '.'}: cannot be read ({exc.strerror})")
+            problems.append(f"{shown('/'.join(relative)) or '.'}: cannot be read ({exc.strerror})")
             continue
         below: list[tuple[Path, tuple[str, ...]]] = []
         for entry in entries:
             rel = (*relative, entry.name)
-            shown = "/".join(rel)
+            # The names are the source directory's, which may come from anywhere: escaped in
+            # messages, so that none can drive the terminal that shows the refusal.
+            name = shown("/".join(rel))
             try:
-                path = memory_paths.parse("/memories/" + shown)
+                path = memory_paths.parse("/memories/" + "/".join(rel))
             except InvalidPath as exc:
-                problems.append(f"{shown}: {exc.reason}")
+                problems.append(f"{name}: {exc.reason}")
                 continue
             if path in origin:
-                problems.append(f"{shown}: the same memory path as {origin[path]}")
+                problems.append(f"{name}: the same memory path as {origin[path]}")
                 continue
-            origin[path] = shown
+            origin[path] = name
             if entry.is_symlink():
-                problems.append(f"{shown}: a symbolic link")
+                problems.append(f"{name}: a symbolic link")
             elif entry.is_dir():
                 directories.append(path)
                 below.append((Path(entry.path), rel))
             elif not entry.is_file():
-                problems.append(f"{shown}: not a regular file")
+                problems.append(f"{name}: not a regular file")
             else:
                 size = entry.stat().st_size
                 if max_file_bytes is not None and size > max_file_bytes:
                     problems.append(
-                        f"{shown}: {size:,} bytes, over the {max_file_bytes:,}-byte file limit"
+                        f"{name}: {size:,} bytes, over the {max_file_bytes:,}-byte file limit"
                     )
                     continue
                 try:
                     data = Path(entry.path).read_bytes()
                 except OSError as exc:
-                    problems.append(f"{shown}: cannot be read ({exc.strerror})")
+                    problems.append(f"{name}: cannot be read ({exc.strerror})")
                     continue
                 try:
                     files[path] = data.decode("utf-8")
                 except UnicodeDecodeError:
-                    problems.append(f"{shown}: not UTF-8 text")
+                    problems.append(f"{name}: not UTF-8 text")
         pending.extend(reversed(below))
 
     if problems:

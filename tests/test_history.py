@@ -622,6 +622,22 @@ def test_an_import_that_changes_nothing_makes_no_commit(hist: MemoryStore, tmp_p
     assert [o.commit for o in hist.log()][1] == head
 
 
+def test_an_import_refusal_shows_the_names_escaped(hist: MemoryStore, tmp_path: Path) -> None:
+    # A refused file's name was printed raw: a name from an untrusted source could drive the
+    # terminal that shows the error.
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a\x1b[2Jb.md").write_text("x\n")
+    (src / "bad\x07.md").write_bytes(b"\xff")
+    with pytest.raises(history.ImportRefused) as info:
+        history.import_(hist, src)
+    assert info.value.problems == [
+        "a\\x1b[2Jb.md: it contains a control character",
+        "bad\\x07.md: it contains a control character",
+    ]
+    assert "\x1b" not in str(info.value) and "\x07" not in str(info.value)
+
+
 def test_import_refuses_by_name_and_imports_nothing(hist: MemoryStore, tmp_path: Path) -> None:
     head = hist.head()
     src = tmp_path / "src"
