@@ -303,6 +303,11 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     heads = repo.list_remote(url)
     if heads and BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
+    remote_meta = heads.get(META_REF)
+    if remote_meta is not None and remote_meta != repo.ref(META_REF):
+        # Metadata other than ours: another store's (an empty one has no branch to check, and
+        # pushing ours into it would break it), or ours changed on that replica (key slots).
+        _identify(store, None, repo.fetch(url, [META_REF]).get(META_REF), url)
     remote_head = heads.get(BRANCH)
     theirs = None
     if remote_head is not None:

@@ -186,6 +186,26 @@ def test_remote_holding_another_store(first: MemoryStore, tmp_path: Path, key: s
     assert first.head() == head
 
 
+@pytest.mark.parametrize("with_history", [False, True])
+@pytest.mark.parametrize("same_key", [False, True])
+def test_a_push_into_another_store_is_refused_and_changes_nothing(
+    first: MemoryStore, tmp_path: Path, key: str, with_history: bool, same_key: bool
+) -> None:
+    # Into another, empty store the push went through, and that store then failed
+    # authentication at its first read; into one with history it said "pull or sync first".
+    other = MemoryStore.init(
+        tmp_path / "other.git", key if same_key else generate_key(), state_dir=tmp_path / "so"
+    )
+    if with_history:
+        write(other, "x.md", "x\n")
+    other.checkpoint()  # its refs as a push finds them (it publishes a local remote's log)
+    refs = dict(other.repo.list_remote(str(other.path)))
+    with pytest.raises(DifferentStore, match="holds another gitmem store"):
+        first.push(str(other.path))
+    assert dict(other.repo.list_remote(str(other.path))) == refs
+    assert other.verify().ok
+
+
 def test_clone_with_wrong_key_leaves_nothing(
     first: MemoryStore, origin: Path, tmp_path: Path
 ) -> None:
