@@ -360,6 +360,12 @@ CLI_PROSE = [
         "the memory has no operation that old",
     ),
     ("history is not that long", ["show", "HEAD~99"], 2, "history is not that long"),
+    (
+        "A revision is at most 1,000 characters",
+        ["show", "a" * 1001],
+        2,
+        "a revision is at most 1,000 characters",
+    ),
     ('`gitmem restore "$REV"`', ["restore", ""], 2, "error"),
     ("(`gitmem log progress.md`)", ["log", "progress.md"], 2, "/memories/progress.md"),
     ("`99999999999d`", ["log", "--since", "99999999999d"], 2, "error"),
