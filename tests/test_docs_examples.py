@@ -613,3 +613,24 @@ def test_mcp_md_tools_table_names_each_tools_parameters() -> None:
     )
     assert fields is not None
     assert set(re.findall(r"`(\w+)`", fields[1])) == set(memory_input_schema()["properties"])
+
+
+def test_every_time_and_age_cli_md_shows_is_accepted() -> None:
+    """The spellings in cli.md's "Times" section parse (the one it calls an error does not),
+    and so do expire's and gc's AGE examples."""
+    from gitmem.revisions import parse_time
+
+    times = CLI_MD.split("\n## Times\n", 1)[1].split("\n## ", 1)[0]
+    shown = [t for t in re.findall(r"`([^`]+)`", times) if re.match(r"[\d]|now|today|yest", t)]
+    assert len(shown) == 14
+    for text in shown:
+        if text == "99999999999d":
+            with pytest.raises(gitmem.UsageError):
+                parse_time(text)
+        else:
+            parse_time(text)
+    expire = CLI_MD.split("### `gitmem expire`", 1)[1].split("\n### ", 1)[0]
+    ages = re.findall(r"`(\d\w*)`", expire)
+    assert {"90d", "12h", "2w", "1d12h"} <= set(ages)
+    for age in ages:
+        gitmem.parse_duration(age)
