@@ -304,6 +304,13 @@ class GitRepo:
             held = self._local.packs = (repo, odb)
         return held[1]
 
+    def _let_go(self) -> None:
+        """Drop this thread's libgit2 handles, reopened on next use: they hold the files of
+        packs maintenance has removed open (and mapped) as long as they live."""
+        for handle in ("packs", "repo"):
+            with contextlib.suppress(AttributeError):
+                delattr(self._local, handle)
+
     def _open(self) -> pygit2.Repository:
         """Open the repository with libgit2, after checking what libgit2 would block on.
 
@@ -1694,8 +1701,7 @@ class GitRepo:
                     loose.unlink()
             with contextlib.suppress(OSError):
                 fanout.rmdir()  # only succeeds when empty
-        with contextlib.suppress(AttributeError):
-            del self._local.repo  # reopened on next use, letting go of removed packs
+        self._let_go()
         report.bytes_after = _tree_bytes(objects)
         return report
 
@@ -1744,8 +1750,7 @@ class GitRepo:
                     _remove_pack(idx)
             report.merged_packs = len(merge)
         if report.packed_loose or report.merged_packs:
-            with contextlib.suppress(AttributeError):
-                del self._local.repo  # reopened on next use, letting go of removed packs
+            self._let_go()
         return report
 
     def _merge_packs(self, pack_dir: Path, budget: int | None, report: MaintenanceReport) -> bool:

@@ -6,6 +6,7 @@ must be an IntegrityError, never a wrong answer or another exception.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -457,3 +458,31 @@ def test_a_file_is_settled_only_well_after_its_last_change() -> None:
     assert gitrepo._settled(fine, fine.st_ctime + 0.06)
     assert not gitrepo._settled(coarse, coarse.st_ctime + 1.5)
     assert gitrepo._settled(coarse, coarse.st_ctime + 2.5)
+
+
+def _open_removed_packs(repo: GitRepo) -> list[str]:
+    """The files of ``repo``'s pack directory this process holds open though they are gone."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(repo.path / "objects" / "pack")) and "(deleted)" in target:
+                held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_maintenance_lets_go_of_the_packs_it_removes(repo: GitRepo) -> None:
+    # Both libgit2 handles a reader keeps (the repository, and the database of its packs that
+    # objects are read through first) are dropped once gc removes packs: their files go.
+    blobs = []
+    for i in range(3):
+        blobs.append(repo.write_blob(b"blob %d" % i))
+        repo.checkpoint(clear=True)
+    tree = repo.write_tree([TreeEntry(f"f{i}", oid, BLOB_MODE) for i, oid in enumerate(blobs)])
+    repo.create_ref(BRANCH, repo.write_commit(tree, [], b"m"))
+    assert len(list((repo.path / "objects" / "pack").glob("*.pack"))) >= 3
+    assert [repo.read_blob(oid) for oid in blobs] == [b"blob 0", b"blob 1", b"blob 2"]
+    repo.gc(grace=0)
+    assert _open_removed_packs(repo) == []
+    assert repo.read_blob(blobs[-1]) == b"blob 2"
