@@ -588,6 +588,23 @@ def _refuse_colliding_names(entries: Sequence[tuple[MemoryPath, Node]], target: 
         )
 
 
+def _refuse_writing_into(
+    repository: Path, entries: Sequence[tuple[MemoryPath, Node]], target: Path
+) -> None:
+    """Refuse, before anything is written, an export into a directory holding the store whose
+    memory has a path that lands inside the store's own directory: the memory is whatever was
+    written to it, and with ``--force`` such a file (``/memories/m.git/refs/heads/main``)
+    would overwrite the store's branch."""
+    if not is_within(repository, target):
+        return
+    for path, _ in entries:
+        if is_within(target.joinpath(*path.parts), repository):
+            raise UsageError(
+                f"cannot export into {target}: {path} would be written inside the store's "
+                f"repository {repository}; export somewhere else. Nothing was written."
+            )
+
+
 def _open_export_file(local: Path, force: bool) -> int:
     try:
         return open_private_file(local, overwrite=force)
@@ -652,6 +669,7 @@ def export(
         make_private_dirs(target.parent)
     entries = list(snapshot.walk())
     _refuse_colliding_names(entries, target)
+    _refuse_writing_into(store.path, entries, target)
     _make_private_dir(target)
     files = dirs = 0
     # Every file and directory this export made, by inode: meeting one again under another

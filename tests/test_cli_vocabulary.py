@@ -393,6 +393,31 @@ def test_two_inits_at_once_the_loser_is_told_the_store_exists_and_keeps_no_key(
     assert sorted((config_dir() / "keys").iterdir()) == keys
 
 
+def test_an_export_beside_the_store_writes_no_memory_path_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A memory file named like the store's branch, exported with --force into the directory
+    # holding the store, overwrote the branch ref: the store was broken.
+    monkeypatch.chdir(tmp_path)
+    key = generate_key()
+    store = MemoryStore.init("m.git", key)
+    store.create("/memories/notes.md", "fine\n")
+    store.create("/memories/m.git/refs/heads/main", "0" * 40 + "\n")
+    store.close()
+    before = (tmp_path / "m.git" / "refs" / "heads" / "main").read_bytes()
+    code, _, err = invoke("--repo", "m.git", "export", ".", "--force", env={"GITMEM_KEY": key})
+    assert (code, err) == (
+        2,
+        "gitmem: error: cannot export into .: /memories/m.git would be written inside the "
+        "store's repository m.git; export somewhere else. Nothing was written.\n",
+    )
+    assert (tmp_path / "m.git" / "refs" / "heads" / "main").read_bytes() == before
+    assert not (tmp_path / "notes.md").exists()
+    MemoryStore.open("m.git", key).delete("/memories/m.git")
+    assert invoke("--repo", "m.git", "export", ".", "--force", env={"GITMEM_KEY": key})[0] == 0
+    assert (tmp_path / "notes.md").read_text() == "fine\n"
+
+
 def test_neither_the_key_nor_an_export_is_written_inside_the_store(tmp_path: Path) -> None:
     # `init S --key-file S/k.key` saved the key in the repository, and `export HEAD S/plain`
     # wrote the plaintext there: whoever copies or backs up the store would get both.
