@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from .errors import UsageError, shown_repr
+
 FILE_MODE = 0o600
 """Mode of every file gitmem creates: read and write for its owner only."""
 DIR_MODE = 0o700
@@ -26,6 +28,26 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLO
 """``os.open`` flags for a file that must not exist yet, never through a symbolic link."""
 
 _PathLike = str | os.PathLike[str]
+
+
+def user_dir(variable: str, fallback: str) -> Path:
+    """``$variable`` (an XDG base directory) when it is an absolute path, else ``~/fallback``.
+
+    The XDG spec has a relative value ignored; and a home directory that is not absolute is
+    refused (:class:`UsageError`): a key or a high-water mark kept relative to the working
+    directory would not be found from any other one.
+    """
+    value = os.environ.get(variable, "")
+    if os.path.isabs(value):
+        return Path(value)
+    # Python takes an empty HOME for "/", which is no one's home either.
+    home = os.path.expanduser("~") if os.environ.get("HOME") != "" else ""
+    if not os.path.isabs(home):
+        raise UsageError(
+            f"the home directory {shown_repr(home)} is not an absolute path: set HOME (or "
+            f"{variable}) to one"
+        )
+    return Path(home) / fallback
 
 
 def make_private_dirs(path: _PathLike) -> Path:

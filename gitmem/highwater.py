@@ -31,6 +31,7 @@ from .fsutil import (
     open_lock_file,
     read_regular_file,
     release_lock,
+    user_dir,
     write_all,
 )
 
@@ -43,9 +44,7 @@ def default_state_dir() -> Path:
     explicit = os.environ.get("GITMEM_STATE_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "gitmem"
+    return user_dir("XDG_STATE_HOME", os.path.join(".local", "state")) / "gitmem"
 
 
 @dataclass(frozen=True)

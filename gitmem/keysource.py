@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .crypto import decode_key, encode_key
 from .errors import KeyMissing, WrongKey
-from .fsutil import FILE_MODE, read_regular_file, write_new_file
+from .fsutil import FILE_MODE, read_regular_file, user_dir, write_new_file
 
 ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
@@ -28,8 +28,7 @@ def config_dir() -> Path:
     explicit = os.environ.get("GITMEM_CONFIG_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".config") / "gitmem"
+    return user_dir("XDG_CONFIG_HOME", ".config") / "gitmem"
 
 
 def user_key_path(store_id: str) -> Path:

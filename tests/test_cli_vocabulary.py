@@ -439,3 +439,31 @@ def test_neither_the_key_nor_an_export_is_written_inside_the_store(tmp_path: Pat
         assert code == 2, target
         assert "is inside the store's repository" in err
     assert not (store / "plain").exists() and not (store / "objects" / "x").exists()
+
+
+@pytest.mark.parametrize("home", ["relative", ""])
+def test_a_home_directory_that_is_not_absolute_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: str
+) -> None:
+    # The key was saved under a path relative to the working directory (or under /.config for
+    # an empty HOME), where no run from another directory would look for it.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.delenv("XDG_STATE_HOME")
+    code, out, err = invoke("init", "s.git", env={"HOME": home})
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gitmem: error: the home directory {home!r} is not an absolute path: set HOME (or "
+        "XDG_CONFIG_HOME) to one\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_relative_xdg_directory_is_ignored_as_the_spec_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {"XDG_CONFIG_HOME": "cfg", "XDG_STATE_HOME": "state"}
+    assert invoke("init", "s.git", env=env)[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.git"]
+    assert len(list((Path(os.environ["HOME"]) / ".config" / "gitmem" / "keys").iterdir())) == 1
