@@ -633,6 +633,9 @@ class TreeCodec:
             changes: dict[str, str | None] = {}
             removed: list[str] = []
             added: list[tuple[str, str]] = []
+            # The names to reuse are the base's (as a rule): each looked up once, not again
+            # by seal() (a big directory's are a sharded map, read through Python calls).
+            same = sealed is loaded.sealed
             for name in touched:
                 old = loaded.sealed.get(name)
                 if old is not None:
@@ -642,7 +645,8 @@ class TreeCodec:
                     if old is not None:
                         changes[name] = None
                 else:
-                    raw = seal(name, node)
+                    raw = old if same and old is not None and old[:1] == node.kind else None
+                    raw = raw or seal(name, node)
                     if raw != old:
                         changes[name] = raw
                     added.append((raw, node.oid))
