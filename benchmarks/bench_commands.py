@@ -7,6 +7,8 @@
     python benchmarks/bench_commands.py --grown 10000     # also on a store of 10,000 files
                                                           # and 10,000 more commits
     python benchmarks/bench_commands.py --grown-flat 10000   # 10,000 files in /memories itself
+    python benchmarks/bench_commands.py --ops 60 --writes-only --grown-flat 10000
+                                       # the write commands alone, more calls
     python benchmarks/bench_commands.py --grown 10000 --long 1000 --warmup 200 [--no-collector]
                                        # and a long run of writes on the small and grown stores:
                                        # steady-state medians, mean, p99 and max, as ratios
@@ -38,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,14 +149,16 @@ def timed(tool: BetaAbstractMemoryTool, command: dict[str, Any]) -> tuple[float,
 
 
 def measure(
-    tools: dict[str, BetaAbstractMemoryTool], ops: int
+    tools: dict[str, BetaAbstractMemoryTool], ops: int, commands: Sequence[str] = COMMANDS
 ) -> dict[str, dict[str, list[float]]]:
-    """Seconds per call of each command for each tool, the tools' calls interleaved."""
+    """Seconds per call of each of ``commands`` for each tool, the tools' calls interleaved."""
     for tool in tools.values():
         seed(tool)
     timings: dict[str, dict[str, list[float]]] = {name: {} for name in tools}
     order = list(tools)
     for command, make in batches(ops).items():
+        if command not in commands:
+            continue
         for name in order:
             timings[name][command] = []
             CPU.setdefault(name, {})[command] = []
@@ -439,6 +443,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=200, help="untimed writes before --long's")
     parser.add_argument(
+        "--writes-only",
+        action="store_true",
+        help="time the five write commands only (no view batches): the grown stores' write "
+        "ratios from more calls in the same time",
+    )
+    parser.add_argument(
         "--no-collector",
         action="store_true",
         help="turn Python's cyclic garbage collector off for --long (its full collections, "
@@ -481,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
             grow_reference(base / f"{name}-reference", count, flat=flat)
             tools[f"gitmem {name}"] = gitmem.GitMemoryTool(base / f"{name}.git", key=key)
             tools[f"reference {name}"] = DurableReference(base_path=str(base / f"{name}-reference"))
-        results = measure(tools, args.ops) if args.ops else {}
+        commands = WRITES if args.writes_only else COMMANDS
+        results = measure(tools, args.ops, commands) if args.ops else {}
         if args.long:
             count_events()
             if args.no_collector:
@@ -504,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
             "gitmem": summary(results["gitmem"][name]),
             "reference": summary(results["reference"][name]),
         }
-        for name in COMMANDS
+        for name in commands
     }
     for name, row in table.items():
         row["ratio"] = {"median": row["gitmem"]["median_ms"] / row["reference"]["median_ms"]}
@@ -518,14 +529,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for label, samples in ((variant, results), (f"{variant} cpu", CPU)):
             ratios = grown[label] = {}
-            for name in COMMANDS:
+            for name in commands:
                 small = statistics.median(samples["gitmem"][name])
                 ratios[name] = statistics.median(samples[f"gitmem {variant}"][name]) / small
             ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
         # The reference on the same files over the reference on the small memory: what the
         # size alone costs plain files (a listing of 10,000 files is long for anybody).
         ratios = grown[f"{variant} reference"] = {}
-        for name in COMMANDS:
+        for name in commands:
             small = statistics.median(results["reference"][name])
             ratios[name] = statistics.median(results[f"reference {variant}"][name]) / small
         ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
