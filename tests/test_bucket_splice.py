@@ -81,6 +81,17 @@ def random_id(rng: random.Random) -> str:
     return rng.randbytes(20).hex()
 
 
+def stored_directory(
+    rng: random.Random, count: int
+) -> tuple[Trees, dict[str, str], buckets.Shape, str]:
+    """A directory of ``count`` random entries written (with the root's metadata entry) into a
+    new :class:`Trees`: the trees, the entries, the written shape and its id."""
+    trees = Trees()
+    entries = {sealed_name(rng): random_id(rng) for _ in range(count)}
+    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
+    return trees, entries, shape, buckets.store(shape, trees.write, EXTRA)
+
+
 def written_inner_bytes(shape: buckets.Shape, trees: Trees, top_extra: bool) -> Iterator[bool]:
     """For every written inner tree of ``shape``: its kept bytes are the bytes stored."""
     stack = [(shape, top_extra)]
@@ -136,10 +147,7 @@ def test_spliced_trees_equal_trees_written_from_scratch(seed: int) -> None:
 
 def test_a_write_that_fails_half_way_leaves_the_edit_to_be_written_again() -> None:
     rng = random.Random(7)
-    trees = Trees()
-    entries = {sealed_name(rng): random_id(rng) for _ in range(600)}
-    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
-    top = buckets.store(shape, trees.write, EXTRA)
+    trees, entries, shape, top = stored_directory(rng, 600)
     kept = shape.data
     victim = next(iter(entries))
     entries[victim] = random_id(rng)
@@ -345,10 +353,7 @@ def test_repointed_entries_write_the_trees_written_from_scratch(seed: int) -> No
     # one walk, the same trees as writing the directory from scratch, the version it was made
     # from unchanged, and the result as written as store() leaves it.
     rng = random.Random(seed)
-    trees = Trees()
-    entries = {sealed_name(rng): random_id(rng) for _ in range(rng.choice((100, 300, 900)))}
-    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
-    buckets.store(shape, trees.write, EXTRA)
+    trees, entries, shape, _ = stored_directory(rng, rng.choice((100, 300, 900)))
     last_extra = True
     for step in range(60):
         if step % 4 == 3:  # a version read back: no leaf read, no bytes kept
@@ -382,10 +387,7 @@ def test_repointed_entries_write_the_trees_written_from_scratch(seed: int) -> No
 
 def test_repointing_a_name_that_is_not_there_gives_none() -> None:
     rng = random.Random(5)
-    trees = Trees()
-    entries = {sealed_name(rng): random_id(rng) for _ in range(300)}
-    shape = buckets.build(buckets.serialized(raw, tree) for raw, tree in entries.items())
-    top = buckets.store(shape, trees.write, EXTRA)
+    trees, entries, shape, top = stored_directory(rng, 300)
     known = next(raw for raw in entries if raw[10] != "-")
     stranger = [(sealed_name(rng), random_id(rng))]
     assert buckets.repointed(shape, stranger, trees.read_leaf, trees.write, EXTRA) is None
