@@ -136,8 +136,11 @@ class PackingRepo(GitRepo):
         yield
 
     def flush(self) -> None:
-        """Write the objects held in memory as one pack (they are then on disk)."""
-        objects = [(oid, kind.encode(), data) for oid, (kind, data) in self.pending.items()]
+        """Write the objects held in memory as one pack (they are then on disk), newest first
+        as a checkpoint packs its objects (a tree's newest version whole, older ones deltas)."""
+        objects = [
+            (oid, kind.encode(), data) for oid, (kind, data) in reversed(self.pending.items())
+        ]
         write_pack(objects, self.path / "objects" / "pack", self.path)
         self.pending.clear()
 

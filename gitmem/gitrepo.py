@@ -1056,9 +1056,13 @@ class GitRepo:
             objects = dict(tail.objects) if tail is not None else {}
             objects.update(self._written)
             # One pack of them all, durable (fsynced, renamed, both directories fsynced) before
-            # the ref below can name what it holds.
+            # the ref below can name what it holds. Newest first, as git's gc orders a pack: a
+            # tree's newest version is then stored whole and its older ones as deltas of newer
+            # ones (a delta's base comes before it), so a cold read of the current trees pays
+            # no delta chain; oldest first, they lay 1-19 deltas deep (performance.md, "the
+            # cold load of a split directory").
             write_pack(
-                ((oid, kind, payload) for oid, (kind, payload) in objects.items()),
+                ((oid, kind, payload) for oid, (kind, payload) in reversed(objects.items())),
                 self.path / "objects" / "pack",
                 self.path,
                 deflate_min=CHECKPOINT_DEFLATE_MIN,
@@ -1577,8 +1581,11 @@ class GitRepo:
             yield oid, kind, data
             if kind == b"commit":
                 commit = parse_commit(data, oid)
-                stack.append((commit.tree, ""))
+                # Its tree before its parents (the stack pops the last pushed): gc packs what
+                # this yields in this order, so a tree's newest version comes first and is
+                # stored whole, its older ones as deltas of newer ones, as git's gc does.
                 stack.extend((p, "") for p in commit.parents)
+                stack.append((commit.tree, ""))
             elif kind == b"tree":
                 stack.extend((e.oid, e.name) for e in parse_tree(data, oid))
             elif kind == b"tag":

@@ -364,6 +364,47 @@ def test_a_checkpoint_stores_its_small_entries(repo_path: Path, key: str) -> Non
     assert any(not stored_whole(row) for row in rows if row[1] != "blob")
 
 
+@pytest.mark.parametrize("packer", ["checkpoint", "gc"])
+def test_the_newest_version_of_a_tree_is_stored_whole(
+    repo_path: Path, key: str, packer: str
+) -> None:
+    """A checkpoint packs its objects newest first, and gc's walk yields a commit's tree before
+    its parents, as git's gc orders a pack: the trees of the branch's commit are stored whole
+    or as deltas of each other (two files' trees may share an entry), never of an older
+    version, so a fresh process reading them resolves no chain through history; the older
+    versions are the deltas, of newer ones."""
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(6):
+        store.create(f"/memories/n{i}.md", f"note {i}\n")
+    for i in range(6):
+        store.str_replace(f"/memories/n{i % 2}.md", "note", f"note {i}")
+    if packer == "gc":
+        store.gc(grace=0)
+    else:
+        store.checkpoint()
+    (idx,) = sorted((repo_path / "objects" / "pack").glob("*.idx"), key=os.path.getmtime)[-1:]
+    seen = verify_pack(idx)
+    run = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+    )
+    bases = {f[0]: f[6] for f in map(str.split, run.stdout.splitlines()) if len(f) == 7}
+    git = ["git", "--git-dir", str(repo_path)]
+    listed = subprocess.run(
+        [*git, "ls-tree", "-r", "-t", "refs/heads/main"], capture_output=True, text=True, check=True
+    )
+    root = subprocess.run(
+        [*git, "rev-parse", "refs/heads/main^{tree}"], capture_output=True, text=True, check=True
+    )
+    current = {root.stdout.strip()} | {
+        f[2] for f in map(str.split, listed.stdout.splitlines()) if f[1] == "tree"
+    }
+    assert current <= seen.keys()
+    assert seen[root.stdout.strip()][3] == 0
+    assert all(bases[oid] in current for oid in current if oid in bases)
+    older = [oid for oid, row in seen.items() if row[0] == "tree" and oid not in current]
+    assert len(older) >= 10 and sum(oid in bases for oid in older) > len(older) // 2
+
+
 def verify_pack_rows(idx: Path, *, whole: bool = False) -> list[tuple[str, str, int, int]]:
     """(id, type, size, packed size) of each object of the pack (``whole``: deltas left
     out), as git verify-pack -v reads it."""
