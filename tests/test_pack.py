@@ -94,6 +94,14 @@ def verify_pack(idx: Path) -> dict[str, tuple[str, int, int, int]]:
     return found
 
 
+def delta_bases(idx: Path) -> dict[str, str]:
+    """The base of each delta of the pack, by id, as ``git verify-pack -v`` reads them."""
+    run = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
+    )
+    return {f[0]: f[6] for f in map(str.split, run.stdout.splitlines()) if len(f) == 7}
+
+
 def fsck(repo: Path) -> None:
     subprocess.run(
         ["git", "--git-dir", str(repo), "fsck", "--strict", "--no-dangling"],
@@ -229,10 +237,7 @@ def test_a_bucket_tree_is_a_delta_of_its_own_last_version(tmp_path: Path) -> Non
     idx = write_pack(objects, repo / "objects" / "pack", repo)
     assert idx is not None
     check_pack(repo, idx, objects)
-    run = subprocess.run(
-        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
-    )
-    bases = {f[0]: f[6] for f in map(str.split, run.stdout.splitlines()) if len(f) == 7}
+    bases = delta_bases(idx)
     assert bases[object_id(b"tree", first_changed)] == object_id(b"tree", mine)
     assert bases[object_id(b"tree", first_removed)] in {
         object_id(b"tree", mine),
@@ -384,10 +389,7 @@ def test_the_newest_version_of_a_tree_is_stored_whole(
         store.checkpoint()
     (idx,) = sorted((repo_path / "objects" / "pack").glob("*.idx"), key=os.path.getmtime)[-1:]
     seen = verify_pack(idx)
-    run = subprocess.run(
-        ["git", "verify-pack", "-v", str(idx)], capture_output=True, text=True, check=True
-    )
-    bases = {f[0]: f[6] for f in map(str.split, run.stdout.splitlines()) if len(f) == 7}
+    bases = delta_bases(idx)
     git = ["git", "--git-dir", str(repo_path)]
     listed = subprocess.run(
         [*git, "ls-tree", "-r", "-t", "refs/heads/main"], capture_output=True, text=True, check=True
