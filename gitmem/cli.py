@@ -1628,7 +1628,11 @@ def key_remove(state: CliState, slot: str, as_json: bool) -> None:
 @pass_state
 def key_passwd(state: CliState, slot: str, as_json: bool) -> None:
     """Give passphrase slot SLOT a new passphrase (read as `key add` reads it)."""
-    state.store().change_passphrase(slot, new_passphrase())
+    store = state.store()
+    # Before the passphrase is asked for (twice, on a terminal): a mistyped slot id is told at
+    # once, not after the passphrase was typed for nothing.
+    store.check_passphrase_slot(slot)
+    store.change_passphrase(slot, new_passphrase())
     if as_json:
         emit_json({"slot": slot})
         return

@@ -318,6 +318,16 @@ def remove(meta: StoreMeta, keyring: Keyring, slot_id: str) -> StoreMeta:
     return replace(meta, slots=tuple(slot for slot in meta.slots if slot is not gone))
 
 
+def passphrase_slot(meta: StoreMeta, slot_id: str) -> Slot:
+    """Slot ``slot_id`` of ``meta``; a UsageError unless it is a passphrase slot there."""
+    if not meta.has_slots:
+        raise UsageError("this store has no key slots (add one with `gitmem key add`)")
+    slot = _find(meta, slot_id)
+    if slot.kind != SLOT_PASSPHRASE:
+        raise UsageError(f"key slot {slot_id} holds a key, not a passphrase")
+    return slot
+
+
 def passwd(
     meta: StoreMeta,
     keyring: Keyring,
@@ -326,11 +336,7 @@ def passwd(
     params: KdfParams | None = None,
 ) -> StoreMeta:
     """``meta`` with slot ``slot_id`` remade for a new passphrase (same id and label)."""
-    if not meta.has_slots:
-        raise UsageError("this store has no key slots (add one with `gitmem key add`)")
-    old = _find(meta, slot_id)
-    if old.kind != SLOT_PASSPHRASE:
-        raise UsageError(f"key slot {slot_id} holds a key, not a passphrase")
+    old = passphrase_slot(meta, slot_id)
     label = slot_label(meta, keyring, old)
     # A holder changing its own passphrase keeps the slot's secret, so that its open stores
     # keep working; a slot changed by someone else gets a new one.

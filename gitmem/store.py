@@ -1220,6 +1220,12 @@ class MemoryStore:
         """
         return self._change_meta("rotate", lambda meta, keyring: meta, rotate=True)
 
+    def check_passphrase_slot(self, slot: str) -> None:
+        """Raise :class:`UsageError` unless ``slot`` is a passphrase slot of this store, as
+        :meth:`change_passphrase` would: the command line checks before asking for a new
+        passphrase."""
+        keyslots.passphrase_slot(self._current_meta(), slot)
+
     def change_passphrase(
         self, slot: str, passphrase: str, *, kdf: KdfParams | None = None
     ) -> None:

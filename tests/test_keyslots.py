@@ -750,3 +750,22 @@ def test_a_write_right_after_another_holder_rotated_seals_in_the_new_epoch(
     written = other.create(parse("/memories/c.md"), "after")
     assert written.epoch == 1 and other.keys.epoch == 1
     assert slotted.read_text(parse("/memories/c.md")) == "after"
+
+
+@pytest.mark.parametrize("which", ["unknown", "a key slot"])
+def test_key_passwd_refuses_a_slot_before_asking_for_the_passphrase(
+    repo_path: Path, key: str, which: str
+) -> None:
+    # The slot was checked only after the new passphrase had been read (typed twice on a
+    # terminal), so a mistyped slot id wasted it, and an empty stdin was blamed instead.
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.add_key(passphrase="pass one", kdf=FAST)
+    key_slot = next(row["slot"] for row in store.key_slots() if row["kind"] == "key")
+    slot = "0badf00d" if which == "unknown" else key_slot
+    env = {"GITMEM_REPO": str(repo_path), "GITMEM_KEY": key}
+    result = CliRunner().invoke(main, ["key", "passwd", slot], input="", env=env)
+    assert result.exit_code == 2, result.output
+    assert ("no key slot" if which == "unknown" else "holds a key") in result.output
+    assert "passphrase on stdin" not in result.output
+    with pytest.raises(UsageError, match="not a passphrase"):
+        store.check_passphrase_slot(key_slot)
