@@ -220,6 +220,9 @@ class MemoryStore:
         if not GitRepo.exists(target):
             if create:
                 raise NoStore(f"{target} exists and is not a gitmem store")
+            if target.exists() and not target.is_dir():
+                # A key file or an export given as --repo: say what is there, not just "none".
+                raise NoStore(f"no gitmem store at {target}: it is a file, not a store directory")
             raise NoStore(f"no gitmem store at {target}")
         repo = GitRepo(target)
         meta = cls._read_meta(repo)

@@ -341,3 +341,14 @@ def test_a_path_the_file_system_refuses_is_a_storage_error(
     assert err.value.exit_code == 1
     assert len(str(err.value)) < 2300  # the path shown cut, as every error shows one
     assert not any(tmp_path.iterdir())  # nothing made
+
+
+def test_a_file_given_as_the_store_is_said_to_be_a_file(tmp_path: Path) -> None:
+    # A key file or an export passed where the store belongs was only "no gitmem store at".
+    given = tmp_path / "memory.key"
+    given.write_text("not a store\n")
+    with pytest.raises(gitmem.errors.NoStore, match="it is a file, not a store directory"):
+        gitmem.MemoryStore.open(given, gitmem.generate_key())
+    assert given.read_text() == "not a store\n"
+    with pytest.raises(gitmem.errors.NoStore, match=r"no gitmem store at \S+none$"):
+        gitmem.MemoryStore.open(tmp_path / "none", gitmem.generate_key())
