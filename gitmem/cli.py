@@ -1088,21 +1088,22 @@ def restore(
             emit_lines(state, objects, page=False)
             return
         target = store.resolve(rev)
+        if not changes and history.restore_matches(store, target, paths):
+            click.echo(history.nothing_to_restore(target, paths, dry_run=True))
+            return
         summary = f"Dry run: restoring {target[:10]} would change {plural(len(changes), 'file')}"
         emit_lines(state, chain([summary + (":" if changes else ".")], patches(changes)))
         return
     op = store.restore(rev, paths or None)
-    what = "the memory" if not paths else ", ".join(str(p) for p in paths)
     if op is None:
         # No commit: with --json the empty output is the answer, as for other empty results.
         if not as_json:
-            source = store.resolve(rev)[:10]
-            match = "matches" if not paths or len(paths) == 1 else "match"
-            click.echo(f"Nothing to restore: {what} already {match} {source}; no commit made.")
+            click.echo(history.nothing_to_restore(store.resolve(rev), paths))
         return
     if as_json:
         emit_json(op.to_json())
         return
+    what = "the memory" if not paths else ", ".join(str(p) for p in paths)
     click.echo(
         f"Restored {what} as of {op.record.detail['from'][:10]} in new commit "
         f"{op.commit[:10]} ({plural(len(op.paths), 'path')} changed)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import reprlib
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -227,6 +228,18 @@ def file_system_refused(exc: OSError) -> StorageError:
     reason = exc.strerror or str(exc) or type(exc).__name__
     where = f" ({shown(os.fsdecode(exc.filename))})" if exc.filename else ""
     return StorageError(f"the file system refused: {reason}{where}; nothing was changed")
+
+
+# How many items of a list from the user or the model (refused files, paths) one message names.
+LIST_ITEMS = 20
+
+
+def shown_list(items: Sequence[str], separator: str = ", ", limit: int = LIST_ITEMS) -> str:
+    """``items`` as a message lists them: the first ``limit``, then how many more there are."""
+    head = separator.join(items[:limit])
+    if len(items) <= limit:
+        return head
+    return f"{head}{separator}and {len(items) - limit:,} more"
 
 
 def clip(text: str, limit: int = ECHO_CHARS) -> str:

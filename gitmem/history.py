@@ -29,6 +29,7 @@ from .errors import (
     UsageError,
     shown,
     shown_int,
+    shown_list,
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE
@@ -533,6 +534,28 @@ def restore_preview(
     return diff_trees(store, None if head is None else head.tree, target.tree, wanted)
 
 
+def restore_matches(store: MemoryStore, rev: str, paths: Iterable[MemoryPathLike] = ()) -> bool:
+    """Whether the memory (or only ``paths``) already matches ``rev``, the same files, contents
+    and directories: ``store.restore(rev, paths or None)`` would then make no commit."""
+    asked = as_paths(paths)
+    source = Snapshot(store.codec, store.operation(rev).tree)
+    now = store.snapshot()
+    roots = [MEMORIES_ROOT] if not asked or any(p.is_root for p in asked) else asked
+    return all(same_memory(now, source, root) for root in roots)
+
+
+def nothing_to_restore(
+    commit: str, paths: Iterable[MemoryPathLike] = (), *, dry_run: bool = False
+) -> str:
+    """What ``gitmem restore`` and the MCP server's ``memory_restore`` say when the memory (or
+    ``paths``) already matches ``commit``, for a restore (no commit made) or its dry run."""
+    asked = list(dict.fromkeys(as_paths(paths)))
+    what = "the memory" if not asked else shown_list([shown(str(p)) for p in asked])
+    verb = "matches" if len(asked) <= 1 else "match"
+    outcome = "nothing would change" if dry_run else "no commit made"
+    return f"Nothing to restore: {what} already {verb} {commit[:10]}; {outcome}."
+
+
 # -- export and import ----------------------------------------------------------------------
 
 
@@ -703,9 +726,11 @@ class ImportRefused(GitMemError):
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
+        # A source of thousands of refused files (a wrong directory) would fill the terminal:
+        # the message names the first few, ``problems`` keeps them all.
         super().__init__(
             f"nothing was imported: {plural(len(self.problems), 'file')} refused: "
-            + "; ".join(self.problems)
+            + shown_list(self.problems, "; ")
         )
 
 

@@ -270,14 +270,14 @@ class MemoryServer:
             if paths == []:  # as restore refuses it: an empty list is not "everything"
                 raise UsageError("give at least one path to restore")
             changes = history.restore_preview(self.store, rev, paths or [])
+            target = self.store.resolve(rev)
+            if not changes and history.restore_matches(self.store, target, paths or []):
+                # Not an empty result, which a model could take for a failure.
+                return history.nothing_to_restore(target, paths or [], dry_run=True)
             return _lines(c.to_json(with_diff=True) for c in changes)
         op = self.store.restore(rev, paths)
         if op is None:
-            what = "the memory" if paths is None else "the given paths"
-            return (
-                f"Nothing to restore: {what} already match {self.store.resolve(rev)}; no "
-                "operation was made."
-            )
+            return history.nothing_to_restore(self.store.resolve(rev), paths or [])
         return _lines([op.to_json()])
 
 

@@ -1425,13 +1425,14 @@ def _replication() -> Replication:
     return _REPLICATION[0]
 
 
-def same_memory(before: Snapshot, after: Snapshot) -> bool:
-    """Whether two snapshots hold the same memory: the same files with the same contents and
-    the same directories, empty ones included (which :func:`changed_files` does not see).
+def same_memory(before: Snapshot, after: Snapshot, root: MemoryPath = MEMORIES_ROOT) -> bool:
+    """Whether two snapshots hold the same memory (under ``root``): the same files with the
+    same contents and the same directories, empty ones included (which :func:`changed_files`
+    does not see).
 
     Subtrees with equal ids are skipped unread; the first difference ends the walk.
     """
-    stack = [(MEMORIES_ROOT, before.lookup(MEMORIES_ROOT), after.lookup(MEMORIES_ROOT))]
+    stack = [(root, before.lookup(root), after.lookup(root))]
     while stack:
         path, a, b = stack.pop()
         if a == b:

@@ -19,7 +19,7 @@ from anthropic import Anthropic
 from click.testing import CliRunner, Result
 from test_history import built_once
 
-from gitmem import MemoryStore, cli, parse_path
+from gitmem import MemoryStore, cli, history, parse_path
 from gitmem.cli import main
 from gitmem.demo import progress_log
 from gitmem.gitrepo import BRANCH, META_REF, GitRepo
@@ -508,6 +508,16 @@ def test_a_restore_or_import_that_changes_nothing_says_so_and_makes_no_commit(
         f"Nothing to restore: /memories/dir already matches {short(c[5])}; no commit made.\n"
     )
     assert gm.ok("restore", "HEAD", "--json") == ""
+    # A dry run that would change nothing said "would change 0 files", as if only files counted;
+    # it now says what the restore itself would say (the MCP server's words too).
+    assert gm.ok("restore", "HEAD", "--dry-run") == (
+        f"Nothing to restore: the memory already matches {short(c[6])}; nothing would change.\n"
+    )
+    assert gm.ok("restore", "HEAD~1", "/memories/dir/n.md", "/memories/dir", "--dry-run") == (
+        f"Nothing to restore: /memories/dir/n.md, /memories/dir already match {short(c[5])}; "
+        "nothing would change.\n"
+    )
+    assert gm.ok("restore", "HEAD", "--dry-run", "--json") == ""
     out = tmp_path / "out"
     gm.ok("export", str(out))
     assert gm.ok("import", str(out)) == (
@@ -515,6 +525,28 @@ def test_a_restore_or_import_that_changes_nothing_says_so_and_makes_no_commit(
     )
     assert gm.ok("import", str(out), "--replace", "--json") == ""
     assert gm.ids() == c
+
+
+def test_an_import_refusal_names_the_first_20_files_and_counts_the_rest(
+    gm: Gitmem, tmp_path: Path
+) -> None:
+    # It named every refused file: importing the wrong directory (a build tree, a home
+    # directory) printed thousands of lines.
+    source = tmp_path / "source"
+    source.mkdir()
+    for i in range(25):
+        (source / f"b{i:02}.bin").write_bytes(b"\xff")
+    head = gm.store().head()
+    first = "; ".join(f"b{i:02}.bin: not UTF-8 text" for i in range(20))
+    message = f"nothing was imported: 25 files refused: {first}; and 5 more"
+    refused = gm("import", str(source))
+    assert (refused.exit_code, refused.stderr) == (1, f"gitmem: error: {message}\n")
+    as_json = gm("import", str(source), "--json")
+    assert json.loads(as_json.stderr)["message"] == message
+    with pytest.raises(history.ImportRefused) as info:
+        history.import_(gm.store(), source)
+    assert len(info.value.problems) == 25  # the Python API keeps them all
+    assert gm.store().head() == head
 
 
 def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:

@@ -387,17 +387,27 @@ def test_a_restore_that_changes_nothing_says_so(tmp_path: Path, key: str) -> Non
     store.create(gitmem.parse_path("/memories/b.md"), "b\n")
     server = MemoryServer(store, allow_restore=True)
     head = store.head()
+    # The grammar slipped ("the memory already match"), and a dry run that would change nothing
+    # answered with empty text. The words are the command line's (tests/test_cli.py).
     cases: list[tuple[dict[str, Any], str]] = [
-        ({"rev": "HEAD"}, "the memory"),
-        ({"rev": "HEAD~1", "paths": ["/memories/a.md"]}, "the given paths"),
+        ({"rev": "HEAD"}, "the memory already matches"),
+        ({"rev": "HEAD~1", "paths": ["/memories/a.md"]}, "/memories/a.md already matches"),
+        (
+            {"rev": "HEAD", "paths": ["/memories/a.md", "/memories/b.md"]},
+            "/memories/a.md, /memories/b.md already match",
+        ),
     ]
     for args, what in cases:
+        commit = store.resolve(args["rev"])[:10]
         result = text_of(anyio.run(server.call, "memory_restore", args))
-        assert result == (
-            False,
-            f"Nothing to restore: {what} already match {store.resolve(args['rev'])}; no "
-            "operation was made.",
-        )
+        assert result == (False, f"Nothing to restore: {what} {commit}; no commit made.")
+        preview = text_of(anyio.run(server.call, "memory_restore", {**args, "dry_run": True}))
+        assert preview == (False, f"Nothing to restore: {what} {commit}; nothing would change.")
+    assert store.head() == head
+    # A dry run that would change something still lists the changes.
+    changing: dict[str, Any] = {"rev": "HEAD~1", "dry_run": True}
+    error, text = text_of(anyio.run(server.call, "memory_restore", changing))
+    assert not error and json.loads(text)["status"] == "deleted"
     assert store.head() == head
 
 
