@@ -1395,7 +1395,8 @@ class MemoryStore:
 class Replication(Protocol):
     """What :mod:`gitmem.sync` gives the store. Replication sits above the store in the layers
     (it writes merges through :meth:`MemoryStore.write`), so it registers itself here when it
-    is imported (``gitmem/__init__`` imports it) instead of the store importing it."""
+    is imported (``gitmem.MemoryStore``, the command line and the tools import it) instead of
+    the store importing it."""
 
     def clone(
         self,
@@ -1420,8 +1421,11 @@ def register_replication(implementation: Replication) -> None:
 
 
 def _replication() -> Replication:
-    if not _REPLICATION:  # only when gitmem.store is loaded without the gitmem package
-        raise UsageError("gitmem.sync is not loaded: import gitmem")
+    if not _REPLICATION:  # gitmem.store imported alone (``from gitmem.store import ...``)
+        raise UsageError(
+            "gitmem.sync is not loaded: import gitmem.sync, or use gitmem.MemoryStore, which "
+            "loads it"
+        )
     return _REPLICATION[0]
 
 

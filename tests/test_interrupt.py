@@ -41,12 +41,15 @@ sys.meta_path.insert(0, _InterruptAt)
 # (a background job): SIG_DFL survives the exec, and Python then installs its handler.
 LAUNCH = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.executable, [sys.executable, '-m', '_gitmem_entry', *sys.argv[1:]])"
+    "os.execv(sys.executable, [sys.executable, '-m', sys.argv[1], *sys.argv[2:]])"
 )
 
 
-def popen(tmp_path: Path, key: str, *args: str, kill_at: str = "") -> subprocess.Popen[str]:
-    """``gitmem ARGS`` run by the entry point that pyproject.toml installs as the command."""
+def popen(
+    tmp_path: Path, key: str, *args: str, kill_at: str = "", module: str = "_gitmem_entry"
+) -> subprocess.Popen[str]:
+    """``gitmem ARGS`` run by the entry point that pyproject.toml installs as the command (or
+    ``python -m MODULE``)."""
     hook = tmp_path / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(HOOK)
@@ -57,7 +60,7 @@ def popen(tmp_path: Path, key: str, *args: str, kill_at: str = "") -> subprocess
         "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)]),
     }
     return subprocess.Popen(
-        [sys.executable, "-c", LAUNCH, *args],
+        [sys.executable, "-c", LAUNCH, module, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -87,6 +90,44 @@ def test_an_interrupt_while_the_command_starts_is_one_line_and_130(
     gitmem.MemoryStore.init(repo, key)
     proc = popen(tmp_path, key, "--repo", str(repo), "log", kill_at=module)
     assert finish(proc) == (130, "", LINE)
+
+
+@pytest.mark.parametrize("module", ["pygit2", "cryptography", "click", "gitmem.store"])
+def test_python_m_gitmem_is_the_same_command_and_catches_interrupts_too(
+    tmp_path: Path, key: str, module: str
+) -> None:
+    # `python -m gitmem` imported the whole package (gitmem/__init__) inside runpy, before any
+    # code of gitmem's could catch a Ctrl-C: a traceback and a death by SIGINT instead.
+    repo = tmp_path / "m.git"
+    gitmem.MemoryStore.init(repo, key)
+    args = ("--repo", str(repo), "log")
+    proc = popen(tmp_path, key, *args, kill_at=module, module="gitmem")
+    assert finish(proc) == (130, "", LINE)
+    assert finish(popen(tmp_path, key, *args, module="gitmem")) == (
+        0,
+        "",
+        "gitmem: the store has no history\n",
+    )
+
+
+def test_importing_gitmem_imports_nothing_until_a_name_is_used() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import gitmem; "
+        "print(sorted(m for m in set(sys.modules) - before if m != 'gitmem')); "
+        # MemoryStore's replication (gitmem.sync, a layer above the store) comes with it.
+        "import gitmem.store; alone = 'gitmem.sync' in sys.modules; "
+        "from gitmem import MemoryStore, GitMemoryTool, __version__; "
+        "print(alone, 'gitmem.sync' in sys.modules); "
+        "print(gitmem.history.__name__, MemoryStore.__module__, GitMemoryTool.__module__)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out == "[]\nFalse True\ngitmem.history gitmem.store gitmem.tool\n"
+    with pytest.raises(AttributeError, match="has no attribute 'nosuch'"):
+        _ = gitmem.nosuch  # type: ignore[attr-defined]
+    assert set(gitmem.__all__) <= set(dir(gitmem))
 
 
 def test_an_interrupt_in_a_command_is_one_line_or_json_and_130(tmp_path: Path, key: str) -> None:
