@@ -14,7 +14,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -167,6 +167,57 @@ def git_http(root: Path, token: str | None = None) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def pausing_proxy(upstream: str, after_bytes: int, pause: Callable[[], None]) -> Iterator[str]:
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` (``git://HOST:PORT``): the first
+    connection whose replies reach ``after_bytes`` is held there while ``pause()`` runs (on the
+    proxy's thread), then goes on. Yields ``git://127.0.0.1:PORT``."""
+    host, _, port = upstream.removeprefix("git://").partition(":")
+    listener = socket.create_server(("127.0.0.1", 0))
+    paused = threading.Event()
+    threads: list[threading.Thread] = []
+    sockets: list[socket.socket] = [listener]
+
+    def pump(source: socket.socket, sink: socket.socket, hold: bool) -> None:
+        sent = 0
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if hold and not paused.is_set() and sent + len(data) >= after_bytes:
+                    cut = after_bytes - sent
+                    sink.sendall(data[:cut])
+                    paused.set()
+                    pause()
+                    sink.sendall(data[cut:])
+                else:
+                    sink.sendall(data)
+                sent += len(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = listener.accept()
+                server = socket.create_connection((host, int(port)))
+                sockets.extend((client, server))
+                for source, sink, hold in ((client, server, False), (server, client, True)):
+                    thread = threading.Thread(target=pump, args=(source, sink, hold), daemon=True)
+                    threads.append(thread)
+                    thread.start()
+
+    acceptor = threading.Thread(target=serve, daemon=True)
+    acceptor.start()
+    try:
+        yield f"git://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        for thread in [acceptor, *threads]:
+            thread.join(timeout=10)
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:

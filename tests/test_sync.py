@@ -12,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-import pygit2
 import pytest
+from helpers_git_servers import git_daemon, pausing_proxy
 
-from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key, gitrepo
+from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key
 from gitmem.errors import DifferentStore, NotAStoreRemote, PushRejected, RemoteError, UsageError
 from gitmem.gitrepo import BRANCH
 from gitmem.paths import parse
@@ -290,11 +290,14 @@ def test_each_fetch_has_its_own_scratch_repository(
 
 
 def test_ctrl_c_during_a_transfer_stops_it_and_leaves_nothing(
-    first: MemoryStore, origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
 ) -> None:
     # SIGINT arriving while libgit2 transfers is handled when libgit2 next calls back into
     # Python, at the entry of pygit2's callback wrapper: Python's KeyboardInterrupt raised there
     # escaped the wrapper's try, cffi printed and dropped it, and the clone went on to succeed.
+    # The signal is placed there, not by a timer: a proxy holds the pack in mid-transfer, sends
+    # SIGINT (caught on its own thread; Python runs the handler on the main thread at its next
+    # chance) once the main thread waits in libgit2 for more, then lets the rest through.
     def many(head: Operation | None, tree: TreeEditor) -> Change[None]:
         for i in range(2000):
             tree.put_file(parse(f"/memories/d{i % 20}/f{i}.md"), f"{i}\n".encode() * 40)
@@ -302,29 +305,34 @@ def test_ctrl_c_during_a_transfer_stops_it_and_leaves_nothing(
 
     first.write("import", many)
     first.push()
-    senders: list[threading.Thread] = []
-    original = gitrepo._Callbacks.transfer_progress
+    # Python's own handler, even where the tests run with SIGINT ignored (a background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    main = threading.get_native_id()
 
     def interrupt() -> None:
-        time.sleep(0.002)  # so that it lands while libgit2 runs (for 0.1 s more), not here
-        os.kill(os.getpid(), signal.SIGINT)
+        syscall = Path(f"/proc/self/task/{main}/syscall")
+        deadline = time.monotonic() + 30
+        # Until the main thread waits in libgit2 for the rest of the pack (read, poll, select,
+        # recvfrom, ppoll), not in Python: a handler run in Python code within the callback
+        # would not be the case this test is about. Where /proc cannot tell, just go on.
+        while os.access(syscall, os.R_OK) and time.monotonic() < deadline:
+            if syscall.read_text().split()[0] in ("0", "7", "23", "45", "270", "271"):
+                break
+            time.sleep(0.01)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
-    def progress(self: gitrepo._Callbacks, stats: pygit2.remotes.TransferProgress) -> None:
-        if not senders:
-            senders.append(threading.Thread(target=interrupt))
-            senders[0].start()
-        original(self, stats)
-
-    monkeypatch.setattr(gitrepo._Callbacks, "transfer_progress", progress)
     target = tmp_path / "c.git"
-    with pytest.raises(KeyboardInterrupt):
-        try:
-            MemoryStore.clone(str(origin), target, key, state_dir=tmp_path / "state-c")
-        finally:
-            senders[0].join()
-            time.sleep(0.05)  # a signal that came too late is raised here, and fails below
-    assert not target.exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        with (
+            git_daemon(tmp_path) as daemon,
+            pausing_proxy(daemon, 64 * 1024, interrupt) as url,
+            pytest.raises(KeyboardInterrupt),
+        ):
+            MemoryStore.clone(f"{url}/origin.git", target, key, state_dir=tmp_path / "s")
+        assert not target.exists()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_push_to_a_project_repository_after_a_refused_pull_is_not_called_forged(
