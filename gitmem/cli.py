@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -530,11 +531,20 @@ def one_rev(positional: Sequence[str], option: str | None) -> str | None:
     return next(iter(given), None)
 
 
+# What only a revision looks like: HEAD or @, session:NAME or @{TIME}, with ~N and ^ suffixes.
+_REVISION_WORD = re.compile(r"(?:HEAD|@|session:.+|@\{[^}]*\})(?:~\d*|\^)*")
+
+
 def rev_and_target(args: Sequence[str], option: str | None, what: str) -> tuple[str | None, str]:
     """``[REV] TARGET``: the revision (also from ``--rev``) and the last argument."""
     words = [arg for arg in args if arg != PATHS_MARK]
     if not words:
         raise UsageError(f"give the {what}")
+    if len(words) == 1 and PATHS_MARK not in args and _REVISION_WORD.fullmatch(words[0]):
+        # `gitmem export HEAD~1` (the directory forgotten) wrote the plaintext memory into a
+        # new directory named HEAD~1.
+        also = f" (for a directory of that name, write ./{words[0]})" if what == "directory" else ""
+        raise UsageError(f"{shown_repr(words[0])} is a revision: give the {what} after it{also}")
     if len(words) > 2:
         raise UsageError(f"too many arguments ({' '.join(words)}): give [REV] {what.upper()}")
     return one_rev(words[:-1], option), words[-1]

@@ -50,6 +50,14 @@ def user_dir(variable: str, fallback: str) -> Path:
     return Path(home) / fallback
 
 
+def local_path(path: _PathLike, what: str) -> Path:
+    """``path`` as a :class:`Path`; an empty string is refused (:class:`UsageError`), since
+    ``Path("")`` is ``.``: a variable left unset would name the working directory."""
+    if os.fspath(path) == "":
+        raise UsageError(f"an empty string is not a path: give the {what}")
+    return Path(path)
+
+
 def make_private_dirs(path: _PathLike) -> Path:
     """Create ``path`` and every missing parent, each owner-only whatever the umask.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .crypto import decode_key, generate_key
 from .errors import StorageError, UsageError
-from .fsutil import fsync_dir
+from .fsutil import fsync_dir, local_path
 from .keysource import ENV_KEY, ENV_KEY_FILE, resolve_key, user_key_path, write_key_file
 from .store import MemoryStore
 
@@ -36,7 +36,7 @@ def init_store(path: str | os.PathLike[str], *, save_key: bool = True) -> NewSto
     ``path`` must be vacant (:meth:`MemoryStore.vacant`: nothing, an empty directory or an empty
     git repository); otherwise :class:`UsageError`.
     """
-    target = Path(path)
+    target = local_path(path, "store's path")
     if not MemoryStore.vacant(target):
         raise UsageError(
             f"{target} already exists and is neither empty nor an empty git repository"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .errors import UsageError, shown_repr
+from .fsutil import local_path
 from .limits import Limits
 from .secrets import DEFAULT_POLICY, SecretPolicy, check_policy
 
@@ -67,6 +68,18 @@ class StoreOptions:
             )
         if not 0 <= timeout < math.inf:
             raise UsageError(f"lock_timeout must be 0 or more seconds, not {timeout}")
+        # A mistyped value (a dict for limits, "no" for check_rollback) would be accepted here
+        # and fail on every later command, or silently mean something else.
+        if not isinstance(self.limits, Limits):
+            raise TypeError(f"limits must be a gitmem.Limits, not {type(self.limits).__name__}")
+        if not isinstance(self.check_rollback, bool):
+            raise TypeError(
+                f"check_rollback must be True or False, not {type(self.check_rollback).__name__}"
+            )
+        if self.state_dir is not None:
+            local_path(self.state_dir, "state directory, or None for the per-user one")
+        if self.remote is not None and not isinstance(self.remote, str):
+            raise TypeError(f"remote must be a str or None, not {type(self.remote).__name__}")
         check_policy(self.secrets)
         if self.sync not in SYNC_POLICIES:
             raise UsageError(f"unknown sync policy {self.sync!r}: use manual, pull or push")
@@ -79,6 +92,10 @@ class StoreOptions:
 
         ``limits=None`` means the default limits, as the keyword arguments always have.
         """
+        if options is not None and not isinstance(options, StoreOptions):
+            raise TypeError(
+                f"options must be a gitmem.StoreOptions or None, not {type(options).__name__}"
+            )
         base = cls() if options is None else options
         if not settings:
             return base

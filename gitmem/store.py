@@ -40,6 +40,7 @@ from .errors import (
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
+from .fsutil import local_path
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
 from .highwater import HighWater, KnownStores, Mark
 from .keyslots import Keyring, unlock
@@ -198,8 +199,9 @@ class MemoryStore:
         a directory that cannot be read).
         """
         opts = StoreOptions.of(options, **settings)
+        target = local_path(path, "store's path")
         try:
-            return cls._open(Path(path), key, create, accept_store, opts, passphrase, prompt)
+            return cls._open(target, key, create, accept_store, opts, passphrase, prompt)
         except OSError as exc:
             raise file_system_refused(exc) from None
 
@@ -293,6 +295,7 @@ class MemoryStore:
         from .crypto import decode_key, generate_key
 
         opts = StoreOptions.of(options, **settings)
+        path = local_path(path, "store's path")
         raw = decode_key(generate_key() if key is None else key)
         credential = Credential("key=", key=raw)
         if key is None and passphrase is None:

@@ -549,6 +549,30 @@ def test_an_import_refusal_names_the_first_20_files_and_counts_the_rest(
     assert gm.store().head() == head
 
 
+def test_a_revision_alone_is_not_taken_for_the_directory_or_path(
+    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `gitmem export HEAD~1`, the directory forgotten, exported the plaintext into ./HEAD~1.
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for rev in ("HEAD", "HEAD~1", "@^", "session:bob", "@{2h}~2"):
+        refused = gm("export", rev)
+        assert (refused.exit_code, refused.stderr) == (
+            2,
+            f"gitmem: error: {rev!r} is a revision: give the directory after it (for a "
+            f"directory of that name, write ./{rev})\n",
+        )
+    assert list(work.iterdir()) == []
+    refused = gm("cat", "HEAD~1")
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        "gitmem: error: 'HEAD~1' is a revision: give the memory path after it\n",
+    )
+    assert gm.ok("export", "./HEAD").startswith("Exported ")
+    assert (work / "HEAD").is_dir()
+
+
 def test_export_and_import(gm: Gitmem, tmp_path: Path) -> None:
     c = gm.ids()
     out = tmp_path / "out"

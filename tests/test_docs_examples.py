@@ -419,9 +419,11 @@ def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> Non
     assert (
         "An empty `session`, one longer than 256 characters (`gitmem.options.MAX_SESSION_CHARS`: "
         "the label is recorded in every commit) or holding a control character or a lone "
-        "surrogate, or a negative or NaN `lock_timeout` is a "
-        "`UsageError`, a `session` that is not a string or a `lock_timeout` that is not a number "
-        "a `TypeError`, raised before anything is created."
+        "surrogate, or a negative or NaN `lock_timeout`, or an empty string as `state_dir` (or "
+        "as the store's path) is a `UsageError`; a `session` or `remote` that is not a string, "
+        "a `lock_timeout` that is not a number, `limits` that are not a `gitmem.Limits`, a "
+        "`check_rollback` that is not a bool, or `options` that are not a `StoreOptions` a "
+        "`TypeError`, raised before anything is created."
     ) in API_MD
     repo = tmp_path / "m.git"
     bad: list[tuple[dict[str, Any], type[Exception]]] = [
@@ -433,6 +435,11 @@ def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> Non
         ({"lock_timeout": float("nan")}, gitmem.UsageError),
         ({"session": 3}, TypeError),
         ({"lock_timeout": "1"}, TypeError),
+        ({"state_dir": ""}, gitmem.UsageError),
+        ({"remote": 3}, TypeError),
+        ({"limits": {}}, TypeError),
+        ({"check_rollback": 1}, TypeError),
+        ({"options": {}}, TypeError),
     ]
     for settings, error in bad:
         with pytest.raises(error):

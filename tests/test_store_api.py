@@ -269,6 +269,16 @@ def test_a_bad_secrets_policy_is_refused_before_anything_is_created(
         ({"lock_timeout": -1}, gitmem.UsageError, "lock_timeout must be 0 or more seconds"),
         ({"lock_timeout": float("nan")}, gitmem.UsageError, "lock_timeout must be 0 or more"),
         ({"lock_timeout": "30"}, TypeError, "lock_timeout must be a number of seconds, not str"),
+        # Accepted, these failed every later memory command ("gitmem failed unexpectedly
+        # (AttributeError)"), read "no" as true, or put the state files in the working directory.
+        (
+            {"limits": {"max_file_bytes": 5}},
+            TypeError,
+            r"limits must be a gitmem\.Limits, not dict",
+        ),
+        ({"check_rollback": "no"}, TypeError, "check_rollback must be True or False, not str"),
+        ({"state_dir": ""}, gitmem.UsageError, "an empty string is not a path: give the state"),
+        ({"remote": 5}, TypeError, "remote must be a str or None, not int"),
     ],
 )
 def test_a_bad_session_or_lock_timeout_is_refused_before_anything_is_created(
@@ -282,6 +292,33 @@ def test_a_bad_session_or_lock_timeout_is_refused_before_anything_is_created(
     with pytest.raises(error, match=message):
         gitmem.GitMemoryTool(repo_path, key=key, **settings)
     assert not repo_path.exists()
+
+
+def test_options_that_are_not_store_options_are_refused(repo_path: Path, key: str) -> None:
+    # An AttributeError ('dict' object has no attribute 'check_rollback') before.
+    with pytest.raises(
+        TypeError, match=r"options must be a gitmem\.StoreOptions or None, not dict"
+    ):
+        gitmem.GitMemoryTool(repo_path, key=key, options={"session": "x"})  # type: ignore[arg-type]
+    assert not repo_path.exists()
+
+
+def test_an_empty_store_path_is_refused_not_taken_for_the_working_directory(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "" is ".": GitMemoryTool("") said ". exists and is not a gitmem store", and in an empty
+    # working directory (a fresh container) made the store there.
+    monkeypatch.chdir(tmp_path)
+    message = "an empty string is not a path: give the store's path"
+    for make in (
+        lambda: gitmem.GitMemoryTool("", key=key),
+        lambda: gitmem.MemoryStore.open("", key, create=True),
+        lambda: gitmem.MemoryStore.init("", key),
+        lambda: gitmem.init_store(""),
+    ):
+        with pytest.raises(gitmem.UsageError, match=message):
+            make()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_session_label_of_printable_text_is_kept_as_given(repo_path: Path, key: str) -> None:
