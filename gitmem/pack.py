@@ -40,8 +40,18 @@ DELTA_DEPTH = 50
 """The longest chain of deltas a tree is stored in (git's and libgit2's default depth)."""
 
 _OFS_DELTA = 6
-# Trees kept as delta bases: so many under each key, and at most so many bytes in all.
+# Trees kept as delta bases: so many under each key (of their first entries; of their path),
+# and at most so many bytes in all.
 _BASES_PER_KEY = 8
+_VERSIONS_KEPT = 2
+# A tree entry name this long names one path (a sealed name binds its parent's path), and the
+# path key of a commit's tree; at most so many trees named and not yet packed are remembered.
+_NAME_MIN = 16
+_ROOT = b"/"
+_NAMES_MAX = 1 << 18
+# Git's tree entry modes, each with the space after it; and an entry's bytes besides its name.
+_MODES = (b"40000 ", b"100644 ", b"100755 ", b"120000 ", b"160000 ")
+_ENTRY_FIXED = 27  # a tree entry "40000 <name>\0<id>" is its name and this many bytes
 _BASES_BYTES = 32 << 20
 # A delta stored must be at most this share of its tree: the rest is not worth a chain.
 _DELTA_SHARE = 0.5
@@ -373,7 +383,7 @@ def _write_pack_file(
     ``deflate_min``: as :func:`write_pack`'s."""
     entries: list[tuple[bytes, int, int]] = []
     seen: set[bytes] = set()
-    bases = _TreeBases()
+    bases = _TreeBases(seen)
     fd = os.open(path, NEW_FILE_FLAGS, PACK_FILE_MODE)
     try:
         # The header's count is known only at the end: a placeholder now, the real count
@@ -390,17 +400,24 @@ def _write_pack_file(
             if oid in seen:
                 continue
             seen.add(oid)
-            delta = bases.delta(payload) if kind == b"tree" else None
+            if kind == b"tree":
+                name = bases.path_of(oid)
+                keys = _keys(payload)
+                delta = bases.delta(payload, keys, name)
+            else:
+                delta = None
+                if kind == b"commit":
+                    bases.name_root(payload)
             if delta is None:
                 header = _entry_header(TYPE_CODES[kind], len(payload))
                 body = _deflate(kind, payload, deflate_min)
                 depth = 0
             else:
-                base_offset, depth, data = delta
+                base_offset, depth, data, _, _ = delta
                 header = _entry_header(_OFS_DELTA, len(data)) + _ofs_distance(offset - base_offset)
                 body = _deflate(b"delta", data, deflate_min)
             if kind == b"tree":
-                bases.add(payload, offset, depth)
+                bases.add(payload, keys, offset, depth, name, delta)
             entries.append((oid, zlib.crc32(body, zlib.crc32(header)), offset))
             parts += (header, body)
             offset += len(header) + len(body)
@@ -421,6 +438,12 @@ def _write_pack_file(
     return path, entries, checksum
 
 
+# A tree's delta as _TreeBases.delta chooses it: the base's pack offset, the delta's chain depth,
+# the git delta data, and the bytes the tree shares with its base at its beginning and its end.
+# A plain tuple: a NamedTuple cost half a microsecond a delta.
+_Delta = tuple[int, int, bytes, int, int]
+
+
 class _TreeBases:
     """Trees already written that a later tree may be stored as a delta of.
 
@@ -428,36 +451,80 @@ class _TreeBases:
     file, and an edit of a file changes the chunks from the edit on and its header, so a
     version of a tree shares its beginning and its end with the version before; a delta of
     one copy, one insert and one copy holds only what changed. gitmem's blobs (ciphertext)
-    and commits (a sealed record) share nothing and are stored whole. A tree's versions are
-    found by its first two entries, each with its id: a write changes one entry, so at least
-    one of them is unchanged (or, when the first is added or removed, the first of one
-    version is the second of the other); a few trees are kept under each. Not by a first
-    name alone: a split directory's top tree and its 64 first-level buckets all begin with
-    bucket ``b00``, and under one name they pushed each other's versions out of the few kept
-    (most first-level buckets then found only other buckets' trees, sharing nothing).
+    and commits (a sealed record) share nothing and are stored whole.
+
+    **By path first.** A tree's other versions are looked for first under its path, as git
+    sorts objects by path before it searches: the entry name an earlier tree of the pack gave
+    it (``_NAME_MIN`` bytes or more: gitmem's sealed names, which bind the parent's path, so
+    one name is one path) or, for a commit's tree, the root. The writers give a tree after the
+    tree or commit naming it (newest first, and gc walks down from commits), so a tree's
+    older version is a delta of its newer one. A tree with no other version of its path among
+    the trees kept (its path's newest in the pack) may be a delta only of a tree stored whole:
+    a delta of another path's tree that is itself a delta chains unrelated trees, and a memory
+    file's tree shares its header entry (same size, same header blob) with other notes', which
+    chained 10,000 notes' current trees 28 deltas deep on average, up to 50 (performance.md,
+    "Shallow delta chains for file trees").
+
+    **By first entries otherwise.** A tree with no name (a split directory's buckets
+    ``b00``…, or a pack whose objects come in another order) is found by its first two
+    entries, each with its id: a write changes one entry, so at least one of them is unchanged
+    (or, when the first is added or removed, the first of one version is the second of the
+    other). Not by a first name alone: a split directory's top tree and its 64 first-level
+    buckets all begin with bucket ``b00``, and under one name they pushed each other's
+    versions out of the few kept (most first-level buckets then found only other buckets'
+    trees, sharing nothing).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, packed: set[bytes]) -> None:
         self.keyed: dict[bytes, list[tuple[bytes, int, int]]] = {}
         self.kept = 0
+        self.packed = packed  # ids already in the pack: they need no name
+        self.names: dict[bytes, bytes] = {}  # tree id -> its path key, until it is packed
 
-    @staticmethod
-    def _keys(tree: bytes) -> tuple[bytes, ...]:
-        """The tree's first two entries (mode, name and id), or as many as it has."""
-        first = tree.find(b"\0") + 21
-        if first < 21:
-            return ()  # the empty tree: nothing to share
-        second = tree.find(b"\0", first) + 21
-        return (tree[:first],) if second < 21 else (tree[:first], tree[first:second])
+    def path_of(self, oid: bytes) -> bytes | None:
+        """The path key of the tree ``oid`` (given by a tree or commit packed before it)."""
+        return self.names.pop(oid, None)
 
-    def delta(self, tree: bytes) -> tuple[int, int, bytes] | None:
-        """The smallest delta of ``tree`` against a kept tree, as (the base's pack offset, the
-        delta's chain depth, the delta data); None when no delta is small enough."""
-        candidates = itertools.chain.from_iterable(self.keyed.get(k, ()) for k in self._keys(tree))
+    def name_root(self, commit: bytes) -> None:
+        """Name the tree of ``commit`` (a commit's payload begins ``tree <hex id>``)."""
+        if not commit.startswith(b"tree "):
+            return
+        try:
+            oid = bytes.fromhex(commit[5:45].decode("ascii"))
+        except ValueError:
+            return  # not a well-formed commit: its tree just goes unnamed
+        if oid not in self.packed:
+            self.names.setdefault(oid, _ROOT)
+
+    def delta(self, tree: bytes, keys: tuple[bytes, ...], path: bytes | None) -> _Delta | None:
+        """The delta ``tree`` (whose first entries are ``keys``) is stored as, or None to store
+        it whole: against another version of ``path`` where one is kept, else against a kept
+        tree sharing one of its first two entries (one stored whole if ``path`` is known)."""
+        if path is not None:
+            versions = self.keyed.get(path)
+            if versions:
+                found = self._best(tree, versions, DELTA_DEPTH)
+                if found is not None:
+                    return found
+            depth_limit = 1
+        else:
+            depth_limit = DELTA_DEPTH
+        keyed = self.keyed
+        candidates = itertools.chain.from_iterable(keyed.get(k, ()) for k in keys)
+        return self._best(tree, candidates, depth_limit)
+
+    def _best(
+        self,
+        tree: bytes,
+        candidates: Iterable[tuple[bytes, int, int]],
+        depth_limit: int,
+    ) -> _Delta | None:
+        """The smallest delta of ``tree`` against a candidate less than ``depth_limit`` deep;
+        None when no delta is small enough."""
         best: tuple[int, int, int, int, bytes] | None = None  # matched, offset, depth, ...
         tried: set[int] = set()
         for base, base_offset, depth in candidates:
-            if depth >= DELTA_DEPTH or min(len(base), len(tree)) <= (best[0] if best else 0):
+            if depth >= depth_limit or min(len(base), len(tree)) <= (best[0] if best else 0):
                 continue  # too deep, or cannot match more than the best so far
             if base_offset in tried:
                 continue  # kept under both keys: compared already
@@ -471,24 +538,97 @@ class _TreeBases:
         if best is None:
             return None
         matched, base_offset, depth, prefix, base = best
+        if len(tree) - matched > _DELTA_SHARE * len(tree):
+            return None  # what it inserts alone is too much: no need to build it
         data = _delta_data(base, tree, prefix, matched - prefix)
         if len(data) > _DELTA_SHARE * len(tree):
             return None
-        return base_offset, depth, data
+        return base_offset, depth, data, prefix, matched - prefix
 
-    def add(self, tree: bytes, offset: int, depth: int) -> None:
-        """Keep ``tree``, written at ``offset`` at chain ``depth``, as a base for later ones."""
-        if not tree:
-            return
+    def add(
+        self,
+        tree: bytes,
+        keys: tuple[bytes, ...],
+        offset: int,
+        depth: int,
+        path: bytes | None,
+        delta: _Delta | None,
+    ) -> None:
+        """Keep ``tree`` (first entries ``keys``), written at ``offset`` at chain ``depth``
+        (under ``path`` if known, as ``delta`` if one), as a base for later ones, and name the
+        trees it lists."""
+        if not keys:
+            return  # the empty tree (or no tree at all): nothing to share, nothing listed
         if self.kept > _BASES_BYTES:
             self.keyed.clear()  # bounded memory; later trees start new chains
             self.kept = 0
-        for key in self._keys(tree):
-            kept = self.keyed.setdefault(key, [])
-            kept.insert(0, (tree, offset, depth))
-            self.kept += len(tree)
+        entry = (tree, offset, depth)
+        keyed = self.keyed
+        for key in keys:
+            kept = keyed.setdefault(key, [])
+            kept.insert(0, entry)
             if len(kept) > _BASES_PER_KEY:
                 self.kept -= len(kept.pop()[0])
+        self.kept += len(keys) * len(tree)
+        if path is not None:
+            kept = keyed.setdefault(path, [])
+            kept.insert(0, entry)
+            if len(kept) > _VERSIONS_KEPT:
+                self.kept -= len(kept.pop()[0])
+            self.kept += len(tree)
+        if len(keys[0]) < _ENTRY_FIXED + _NAME_MIN:
+            return  # a short first name (buckets b00..., a file's chunks): no names to give
+        if delta is None:
+            start, stop = 0, len(tree)
+        else:
+            # What it shares with its base lists the same trees under the same names (whole
+            # entries, name and id), named when the base was: only the entries between are
+            # read.
+            start, stop = delta[3], len(tree) - delta[4]
+        self._name_entries(tree, start, stop)
+
+    def _name_entries(self, tree: bytes, start: int, stop: int) -> None:
+        """Name each tree not yet packed that an entry of ``tree`` (mode ``40000``, a name of
+        at least ``_NAME_MIN`` bytes) lists, of the entries beginning before ``stop`` from
+        an entry boundary at or before ``start`` on."""
+        names, packed = self.names, self.packed
+        if len(names) >= _NAMES_MAX:
+            names.clear()  # bounded memory; trees not yet packed go unnamed
+        pos = _boundary_before(tree, start) if start else 0
+        find, startswith = tree.find, tree.startswith
+        while pos < stop:
+            nul = find(b"\0", pos)
+            if nul < 0:
+                return  # malformed: nothing more to name (the pack stores it as given)
+            if nul - pos >= _NAME_MIN + 6 and startswith(b"40000 ", pos):
+                oid = tree[nul + 1 : nul + 21]
+                if oid not in packed:
+                    names.setdefault(oid, tree[pos + 6 : nul])
+            pos = nul + 21
+
+
+def _keys(tree: bytes) -> tuple[bytes, ...]:
+    """The tree's first two entries (mode, name and id), or as many as it has."""
+    first = tree.find(b"\0") + 21
+    if first < 21:
+        return ()  # the empty tree: nothing to share
+    second = tree.find(b"\0", first) + 21
+    return (tree[:first],) if second < 21 else (tree[:first], tree[first:second])
+
+
+def _boundary_before(tree: bytes, limit: int) -> int:
+    """A position at or before ``limit`` where an entry of ``tree`` begins (0 if none is
+    found at once). An entry begins 21 bytes after the NUL ending the name before it (its
+    id follows the NUL); an id may hold a NUL byte too, so a position counts only when a mode
+    and a space begin there (a sealed name holds neither)."""
+    nul = tree.rfind(b"\0", 0, max(limit - 20, 0))
+    for _ in range(4):
+        if nul < 0:
+            return 0
+        if tree.startswith(_MODES, nul + 21):
+            return nul + 21
+        nul = tree.rfind(b"\0", 0, nul)
+    return 0
 
 
 def _delta_data(base: bytes, target: bytes, prefix: int, suffix: int) -> bytes:
