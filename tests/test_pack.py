@@ -407,6 +407,49 @@ def test_the_newest_version_of_a_tree_is_stored_whole(
     assert len(older) >= 10 and sum(oid in bases for oid in older) > len(older) // 2
 
 
+@pytest.mark.parametrize("packer", ["checkpoint", "gc"])
+def test_file_trees_chain_only_through_their_own_versions(
+    repo_path: Path, key: str, packer: str
+) -> None:
+    """Notes of one size share their header blob: packed by a checkpoint or by gc, their
+    current trees are whole or deltas of whole trees (at most one deep), and each older
+    version of an edited note is a delta of its own newer version."""
+    store = MemoryStore.open(repo_path, key, create=True)
+    for i in range(40):
+        store.create(f"/memories/n{i:02d}.md", f"note {i:02d}\n")
+    rng = random.Random(23)
+    words = [rng.randbytes(4).hex() for _ in range(3000)]
+    store.create("/memories/long.md", " ".join(words) + "\n")
+    for k in range(4):
+        store.str_replace("/memories/long.md", words[-1], f"{words[-1]} edit{k}")
+        store.str_replace(f"/memories/n{k:02d}.md", "note", "memo")
+    if packer == "gc":
+        store.gc(grace=0)
+    else:
+        store.checkpoint()
+    seen: dict[str, tuple[str, int, int, int]] = {}
+    bases: dict[str, str] = {}
+    for idx in (repo_path / "objects" / "pack").glob("*.idx"):
+        seen |= verify_pack(idx)
+        bases |= delta_bases(idx)
+    git = ["git", "--git-dir", str(repo_path)]
+
+    def file_trees(commit: str) -> dict[str, str]:
+        listed = subprocess.run(
+            [*git, "ls-tree", "-r", "-t", commit], capture_output=True, text=True, check=True
+        ).stdout
+        rows = [line.split() for line in listed.splitlines()]
+        return {f[3]: f[2] for f in rows if f[1] == "tree" and f[3].rsplit("/", 1)[-1][0] == "f"}
+
+    current = file_trees("refs/heads/main")
+    assert len(current) == 41 and all(seen[oid][3] <= 1 for oid in current.values())
+    long_path = max(current, key=lambda p: seen[current[p]][1])  # the largest file tree
+    versions = [file_trees(f"refs/heads/main~{2 * k}")[long_path] for k in range(5)]
+    assert len(set(versions)) == 5
+    for newer, older in itertools.pairwise(versions):
+        assert bases[older] == newer
+
+
 def verify_pack_rows(idx: Path, *, whole: bool = False) -> list[tuple[str, str, int, int]]:
     """(id, type, size, packed size) of each object of the pack (``whole``: deltas left
     out), as git verify-pack -v reads it."""
@@ -618,3 +661,83 @@ def test_a_damaged_entry_or_an_abandoned_merge_publishes_nothing(tmp_path: Path)
     with pytest.raises(ValueError, match="version-2"):
         pack.PackMerge([other, pack_dir / "pack-v1.idx"], repo)
     assert not list(repo.glob(pack.TMP_PREFIX + "*"))
+
+
+# -- which tree a tree is a delta of -----------------------------------------------------------
+
+
+def sealed_like(rng: random.Random) -> str:
+    """An entry name as long as a sealed one (a kind letter and base64 text)."""
+    return "f" + rng.randbytes(30).hex()
+
+
+def file_tree(chunks: list[str], header: str) -> bytes:
+    """A memory file's tree: chunk entries and the header entry, as gitmem writes them."""
+    entries = [(b"100644", f"c{i:08x}", oid) for i, oid in enumerate(chunks)]
+    return tree_bytes([*entries, (b"100644", "h", header)])
+
+
+def test_notes_sharing_a_header_are_not_chained(tmp_path: Path) -> None:
+    """Notes of the same size share their header blob, so each note's tree shares its header
+    entry with the others': a note's tree may be a delta of another note's only if that one
+    is stored whole, never a chain of unrelated notes (they lay 28 deep on average in a store
+    of 10,000 notes, up to 50). Newest first, as a checkpoint packs: a directory naming the
+    notes, then the notes."""
+    repo = bare(tmp_path)
+    rng = random.Random(21)
+    header = (b"blob", rng.randbytes(40))
+    chunks = [(b"blob", rng.randbytes(60)) for _ in range(120)]
+    header_id = object_id(*header)
+    notes = [(b"tree", file_tree([object_id(*c)], header_id)) for c in chunks]
+    directory = tree_bytes([(b"40000", sealed_like(rng), object_id(*n)) for n in notes])
+    objects = [(b"tree", directory), *notes, header, *chunks]
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    seen = verify_pack(idx)
+    depths = [seen[object_id(*n)][3] for n in notes]
+    assert max(depths) == 1 and depths.count(1) > len(notes) // 2  # deltas, of whole trees
+
+
+def test_a_tree_is_a_delta_of_its_own_paths_version(tmp_path: Path) -> None:
+    """A file's older version is a delta of its newer one (the same path, found through the
+    name the directory gives it), not of another note's tree that happens to share more bytes;
+    each path's versions chain at most DELTA_DEPTH deep, and the newest version is whole."""
+    repo = bare(tmp_path)
+    rng = random.Random(22)
+    blobs = [(b"blob", rng.randbytes(50)) for _ in range(400)]
+    ids = [object_id(*b) for b in blobs]
+    names = [sealed_like(rng) for _ in range(3)]
+    chunks = {name: ids[10 * k : 10 * k + 8] for k, name in enumerate(names)}
+    objects: list[tuple[bytes, bytes]] = []
+    versions: dict[str, list[str]] = {name: [] for name in names}
+    decoy_at = 5
+    for version in range(pack.DELTA_DEPTH + 10):  # newest first
+        trees = {}
+        for k, name in enumerate(names):
+            # Each version differs in its last chunk and its header from the one before.
+            chunks[name][-1] = ids[100 + 3 * version + k]
+            trees[name] = (b"tree", file_tree(chunks[name], ids[300 + version]))
+            versions[name].append(object_id(*trees[name]))
+        directory = tree_bytes([(b"40000", n, object_id(*t)) for n, t in trees.items()])
+        if version == decoy_at:
+            # Another note's tree (named by another directory) sharing all but its header
+            # with this version of the first file comes just before it: by bytes alone, it
+            # is the better base.
+            decoy = file_tree(chunks[names[0]], ids[399])
+            other = tree_bytes([(b"40000", sealed_like(rng), object_id(b"tree", decoy))])
+            objects += [(b"tree", other), (b"tree", decoy)]
+        objects += [(b"tree", directory), *trees.values()]
+    objects += blobs
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    seen = verify_pack(idx)
+    bases = delta_bases(idx)
+    for name in names:
+        chain = versions[name]
+        assert seen[chain[0]][3] == 0
+        for depth in range(1, pack.DELTA_DEPTH + 1):
+            assert bases[chain[depth]] == chain[depth - 1] and seen[chain[depth]][3] == depth
+        assert all(bases[oid] in chain for oid in chain if oid in bases)
+        assert max(seen[oid][3] for oid in chain) == pack.DELTA_DEPTH
