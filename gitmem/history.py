@@ -9,6 +9,7 @@ its name, so the same tree id at a new path is a rename.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import stat
@@ -26,6 +27,7 @@ from .errors import (
     NotAFile,
     NotFound,
     PathExists,
+    StorageError,
     UsageError,
     shown,
     shown_int,
@@ -578,16 +580,20 @@ class ExportSummary:
         }
 
 
-def _make_private_dir(path: Path) -> None:
+def _make_private_dir(path: Path) -> bool:
+    """Make ``path`` an owner-only directory; whether this call created it."""
+    created = True
     try:
         path.mkdir(mode=DIR_MODE)
     except FileExistsError:
+        created = False
         info = path.lstat()
         if not stat.S_ISDIR(info.st_mode):
             raise UsageError(
                 f"cannot export into {path}: it exists and is not a directory"
             ) from None
     os.chmod(path, DIR_MODE, follow_symlinks=False)
+    return created
 
 
 def _refuse_colliding_names(entries: Sequence[tuple[MemoryPath, Node]], target: Path) -> None:
@@ -688,12 +694,52 @@ def export(
             raise UsageError(f"cannot export into {target}: it is not a directory")
         if any(target.iterdir()) and not force:
             raise UsageError(f"{target} is not empty; pass --force to write into it anyway")
-    else:
-        make_private_dirs(target.parent)
     entries = list(snapshot.walk())
     _refuse_colliding_names(entries, target)
     _refuse_writing_into(store.path, entries, target)
-    _make_private_dir(target)
+    # Everything this export creates, in order: a failure (a full disk) or a Ctrl-C part way
+    # removes it all, rather than leave a partial export that looks whole and that the same
+    # command, run again, refuses as "not empty".
+    created: list[Path] = []
+    try:
+        files, dirs = _write_export(store, entries, target, force, created, progress)
+    except BaseException as exc:
+        for made_path in reversed(created):
+            with contextlib.suppress(OSError):
+                if made_path.is_dir() and not made_path.is_symlink():
+                    made_path.rmdir()
+                else:
+                    made_path.unlink()
+        if isinstance(exc, OSError):
+            kept = " (files it overwrote keep what it wrote)" if force else ""
+            where = f" ({shown(os.fsdecode(exc.filename))})" if exc.filename else ""
+            raise StorageError(
+                f"the file system refused: {exc.strerror or exc}{where}; the export stopped and "
+                f"removed what it had written{kept}"
+            ) from None
+        raise
+    return ExportSummary(target, commit, files, dirs)
+
+
+def _write_export(
+    store: MemoryStore,
+    entries: Sequence[tuple[MemoryPath, Node]],
+    target: Path,
+    force: bool,
+    created: list[Path],
+    progress: Progress | None,
+) -> tuple[int, int]:
+    """Write ``entries`` under ``target`` (for :func:`export`), adding to ``created`` each file
+    and directory it creates as it creates it. Returns the files and directories written."""
+    missing: list[Path] = []
+    parent = target.parent
+    while not os.path.lexists(parent) and parent.parent != parent:
+        missing.append(parent)
+        parent = parent.parent
+    make_private_dirs(target.parent)
+    created.extend(reversed(missing))
+    if _make_private_dir(target):
+        created.append(target)
     files = dirs = 0
     # Every file and directory this export made, by inode: meeting one again under another
     # name means the file system folds two memory names into one (a backstop for folding
@@ -702,12 +748,16 @@ def export(
     for path, node in entries:
         local = target.joinpath(*path.parts)
         if node.kind == KIND_DIR:
-            _make_private_dir(local)
+            if _make_private_dir(local):
+                created.append(local)
             _claim(made, os.lstat(local), path, local)
             dirs += 1
         else:
             data = store.codec.read_file(node.oid)
+            new = not os.path.lexists(local)
             fd = _open_export_file(local, force)
+            if new:
+                created.append(local)
             with os.fdopen(fd, "wb") as handle:
                 _claim(made, os.fstat(handle.fileno()), path, local)
                 handle.truncate()
@@ -715,7 +765,7 @@ def export(
             files += 1
         if progress is not None:
             progress(files + dirs, len(entries))
-    return ExportSummary(target, commit, files, dirs)
+    return files, dirs
 
 
 class ImportRefused(GitMemError):

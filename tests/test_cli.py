@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -729,6 +730,50 @@ def _run(*args: str, env: dict[str, str], **kw: Any) -> subprocess.CompletedProc
     return subprocess.run(
         [*_gitmem(), *args], env=env, capture_output=True, text=True, timeout=120, **kw
     )
+
+
+def test_an_export_the_file_system_stops_removes_what_it_wrote(gm: Gitmem, tmp_path: Path) -> None:
+    # A full disk part way left the files written so far (one of them empty), said "nothing
+    # was changed", and the same command run again refused the directory as not empty.
+    store = gm.store()
+    store.create("/memories/big.md", "x" * 100_000)
+    store.close()
+    out = tmp_path / "deep" / "out"
+    env = {**os.environ, "GITMEM_KEY": gm.key}
+
+    def small_files() -> None:  # writes past 64 KiB fail as on a full disk (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, resource.RLIM_INFINITY))
+
+    failed = _run("--repo", str(gm.repo), "export", str(out), env=env, preexec_fn=small_files)
+    assert (failed.returncode, failed.stderr) == (
+        1,
+        "gitmem: error: the file system refused: File too large; the export stopped and "
+        "removed what it had written\n",
+    )
+    assert not (tmp_path / "deep").exists()
+    assert _run("--repo", str(gm.repo), "export", str(out), env=env).returncode == 0
+    assert (out / "big.md").stat().st_size == 100_000
+
+
+def test_an_interrupted_export_removes_what_it_wrote(
+    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = gm.store()
+    read = store.codec.read_file
+    calls: list[str] = []
+
+    def read_then_interrupt(oid: str) -> bytes:
+        calls.append(oid)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return read(oid)
+
+    store.create("/memories/second.md", "2\n")
+    monkeypatch.setattr(store.codec, "read_file", read_then_interrupt)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        history.export(store, out)
+    assert len(calls) == 2 and not out.exists()
 
 
 def test_installed_command_exit_codes(gm: Gitmem, tmp_path: Path) -> None:
