@@ -50,6 +50,21 @@ def user_dir(variable: str, fallback: str) -> Path:
     return Path(home) / fallback
 
 
+def explicit_dir(variable: str) -> Path | None:
+    """``$variable`` (gitmem's own ``GITMEM_CONFIG_DIR``, ``GITMEM_STATE_DIR``) when set, else
+    None. A relative value is refused (:class:`UsageError`), as a relative home is."""
+    value = os.environ.get(variable, "")
+    if not value:
+        return None
+    if not os.path.isabs(value):
+        raise UsageError(
+            f"{variable} is {shown_repr(value)}, which is not an absolute path: what gitmem "
+            "keeps there would not be found from another working directory; set it to an "
+            "absolute path"
+        )
+    return Path(value)
+
+
 def local_path(path: _PathLike, what: str) -> Path:
     """``path`` as a :class:`Path`; an empty string is refused (:class:`UsageError`), since
     ``Path("")`` is ``.``: a variable left unset would name the working directory."""

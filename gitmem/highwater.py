@@ -25,6 +25,7 @@ from pathlib import Path
 from .fsutil import (
     FILE_MODE,
     atomic_write,
+    explicit_dir,
     fsync_dir,
     lock_held,
     make_private_dirs,
@@ -41,9 +42,9 @@ _STATE_FILE_MAX = 64 * 1024
 
 def default_state_dir() -> Path:
     """Where high-water marks live unless a caller says otherwise."""
-    explicit = os.environ.get("GITMEM_STATE_DIR")
-    if explicit:
-        return Path(explicit)
+    explicit = explicit_dir("GITMEM_STATE_DIR")
+    if explicit is not None:
+        return explicit
     return user_dir("XDG_STATE_HOME", os.path.join(".local", "state")) / "gitmem"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .crypto import decode_key, encode_key
 from .errors import KeyMissing, WrongKey
-from .fsutil import FILE_MODE, read_regular_file, user_dir, write_new_file
+from .fsutil import FILE_MODE, explicit_dir, read_regular_file, user_dir, write_new_file
 
 ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
@@ -25,9 +25,9 @@ ENV_PASSPHRASE = "GITMEM_PASSPHRASE"
 
 def config_dir() -> Path:
     """The per-user configuration directory (``GITMEM_CONFIG_DIR``, else XDG, else ~/.config)."""
-    explicit = os.environ.get("GITMEM_CONFIG_DIR")
-    if explicit:
-        return Path(explicit)
+    explicit = explicit_dir("GITMEM_CONFIG_DIR")
+    if explicit is not None:
+        return explicit
     return user_dir("XDG_CONFIG_HOME", ".config") / "gitmem"
 
 

@@ -42,7 +42,7 @@ from .errors import (
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .fsutil import local_path
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
-from .highwater import HighWater, KnownStores, Mark
+from .highwater import HighWater, KnownStores, Mark, default_state_dir
 from .keyslots import Keyring, unlock
 from .keysource import Credential, resolve_credential
 from .limits import LimitedEditor, StoreSizer
@@ -296,6 +296,8 @@ class MemoryStore:
 
         opts = StoreOptions.of(options, **settings)
         path = local_path(path, "store's path")
+        if opts.check_rollback and opts.state_dir is None:
+            default_state_dir()  # a relative GITMEM_STATE_DIR is refused before anything is made
         raw = decode_key(generate_key() if key is None else key)
         credential = Credential("key=", key=raw)
         if key is None and passphrase is None:

@@ -467,3 +467,19 @@ def test_a_relative_xdg_directory_is_ignored_as_the_spec_says(
     assert invoke("init", "s.git", env=env)[0] == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.git"]
     assert len(list((Path(os.environ["HOME"]) / ".config" / "gitmem" / "keys").iterdir())) == 1
+
+
+@pytest.mark.parametrize("variable", ["GITMEM_CONFIG_DIR", "GITMEM_STATE_DIR"])
+def test_a_relative_gitmem_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # GITMEM_CONFIG_DIR=rel saved the new key under ./rel/keys, which no run from another
+    # directory finds; GITMEM_STATE_DIR=rel kept the high-water marks there.
+    monkeypatch.chdir(tmp_path)
+    code, out, err = invoke("init", "s.git", env={variable: "rel"})
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gitmem: error: {variable} is 'rel', which is not an absolute path: what gitmem keeps "
+        "there would not be found from another working directory; set it to an absolute path\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
