@@ -1162,8 +1162,8 @@ def import_command(state: CliState, directory: Path, replace: bool, as_json: boo
     """Import the files under DIR (DIR/a.md -> /memories/a.md) as one commit.
 
     Every file must be UTF-8 text within the store's file size limit; otherwise nothing is
-    imported and each refused file is named. Existing memory files at the same paths are
-    replaced; --replace also removes the ones DIR does not have.
+    imported and the refused files are named (the first 20). Existing memory files at the
+    same paths are replaced; --replace also removes the ones DIR does not have.
     """
     with progress_bar("import") as advance:
         op = history.import_(state.store(), directory, replace=replace, progress=advance)
@@ -1472,6 +1472,8 @@ def mcp(state: CliState, session_name: str | None, allow_restore: bool) -> None:
     from .mcp_server import serve_stdio
     from .store import new_session_label
 
+    if session_name == "":  # `--session "$NAME"` with NAME unset: not a fresh label in secret
+        raise UsageError("the session label is empty: give one, or leave out --session")
     store = state.store(session=session_name or "mcp-" + new_session_label())
     serve_stdio(store, allow_restore=allow_restore)
 

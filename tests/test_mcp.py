@@ -343,6 +343,20 @@ def test_mcp_needs_a_store(options: list[str]) -> None:
     assert "no store given" in result.output
 
 
+def test_an_empty_session_label_is_refused_not_replaced(tmp_path: Path, key: str) -> None:
+    # `gitmem mcp --session "$NAME"` with NAME unset served under a generated label, which no
+    # `gitmem log --session NAME` then found.
+    repo = tmp_path / "m.git"
+    gitmem.MemoryStore.init(repo, key)
+    result = CliRunner().invoke(
+        main, ["--repo", str(repo), "mcp", "--session", ""], env={"GITMEM_KEY": key}
+    )
+    assert (result.exit_code, result.output) == (
+        2,
+        "gitmem: error: the session label is empty: give one, or leave out --session\n",
+    )
+
+
 def test_a_tool_over_an_open_store_takes_no_other_options(tmp_path: Path, key: str) -> None:
     store = gitmem.MemoryStore.open(tmp_path / "m.git", key, create=True, session="s")
     tool = gitmem.GitMemoryTool(store)
