@@ -9,6 +9,7 @@ the same way (in JSON with ``--json``).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import NoReturn
@@ -20,10 +21,32 @@ INTERRUPTED_LINE = "gitmem: error: interrupted\n"
 def main() -> None:
     """Run the ``gitmem`` command (``gitmem.cli.main``)."""
     try:
+        standard_streams()
         from gitmem.cli import main as command
     except KeyboardInterrupt:
         interrupted()
     command(prog_name="gitmem")
+
+
+def standard_streams() -> None:
+    """Open the null device on each of stdin, stdout and stderr that the caller closed
+    (``gitmem log >&-``), as git does.
+
+    Python leaves ``sys.stdout`` None then, and every command failed with a traceback; and the
+    next file opened (a lock, a pack) would get the closed descriptor's number, so that a
+    library writing to "stdout" would write into the repository.
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
 
 
 def interrupted() -> NoReturn:

@@ -10,7 +10,7 @@ import resource
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -774,6 +774,37 @@ def test_an_interrupted_export_removes_what_it_wrote(
     with pytest.raises(KeyboardInterrupt):
         history.export(store, out)
     assert len(calls) == 2 and not out.exists()
+
+
+@pytest.mark.parametrize("command", [_gitmem, lambda: [sys.executable, "-m", "gitmem"]])
+def test_closed_standard_streams_are_the_null_device_not_a_traceback(
+    gm: Gitmem, tmp_path: Path, command: Callable[[], list[str]]
+) -> None:
+    # `gitmem log >&-` (or a service started without stdin) left sys.stdout or sys.stdin None
+    # in Python: every command ended in a traceback ('NoneType' object has no attribute ...).
+    env = {**os.environ, "GITMEM_KEY": gm.key}
+
+    def run(*args: str, close: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command(), "--repo", str(gm.repo), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=lambda: os.close(close),
+        )
+
+    for args in (["log"], ["show", "--json"], ["cat", "/memories/dir/n.md"]):
+        closed_out = run(*args, close=1)
+        assert (closed_out.returncode, closed_out.stderr) == (0, ""), args
+    closed_in = run("key", "add", close=0)
+    assert (closed_in.returncode, closed_in.stderr) == (
+        2,
+        "gitmem: error: no passphrase on stdin (give the new passphrase as its first line)\n",
+    )
+    assert run("mcp", close=0).returncode == 0  # no client: it ends at once
+    assert run("show", "HEAD~99", close=2).returncode == 2
+    assert gm.store().key_slots() == []
 
 
 def test_installed_command_exit_codes(gm: Gitmem, tmp_path: Path) -> None:
