@@ -66,9 +66,16 @@ def decode_key(key: str | bytes) -> bytes:
         if len(key) == KEY_BYTES:
             return key
         try:
-            key = key.decode("ascii")
+            text = key.decode("ascii")
         except UnicodeDecodeError:
-            raise WrongKey("the key is not valid: expected 32 raw bytes or key text") from None
+            text = ""
+        if not text.strip().removeprefix("\ufeff").strip().startswith(KEY_TEXT_PREFIX):
+            # Bytes that are no key text were meant as a raw key: say so, not "key text...".
+            raise WrongKey(
+                f"the key is not valid: {len(key)} bytes, neither 32 raw bytes nor key text "
+                f"(which starts with '{KEY_TEXT_PREFIX}')"
+            )
+        key = text
     if not isinstance(key, str):
         raise WrongKey("the key must be text from gitmem.generate_key() or 32 bytes")
     # A byte order mark is what some editors put at the start of a file saved as UTF-8.

@@ -157,9 +157,19 @@ def _flip_char(key: str) -> str:
         ),
         (_flip_char, _CHECKSUM),
         (lambda k: k[:-1] + "!", "the key is not valid: it is not base64url text"),
-        # 31 bytes are not a raw key; being ASCII, they are read as (invalid) key text.
-        (lambda k: b"\x00" * 31, _PREFIX),
-        (lambda k: b"\xff" * 33, "the key is not valid: expected 32 raw bytes or key text"),
+        # Bytes that are no key text were meant as a raw key: "key text starts with ..." (for
+        # 31 ASCII bytes) did not say that a raw key is 32 bytes.
+        (
+            lambda k: b"\x00" * 31,
+            "the key is not valid: 31 bytes, neither 32 raw bytes nor key text (which starts "
+            "with 'gitmem-key-1:')",
+        ),
+        (
+            lambda k: b"\xff" * 33,
+            "the key is not valid: 33 bytes, neither 32 raw bytes nor key text (which starts "
+            "with 'gitmem-key-1:')",
+        ),
+        (lambda k: k[:-1].encode(), _cut(60)),  # key text as bytes is still key text
         (lambda k: 12345, "the key must be text from gitmem.generate_key() or 32 bytes"),
     ],
 )
