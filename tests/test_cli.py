@@ -550,13 +550,17 @@ def test_an_import_refusal_names_the_first_20_files_and_counts_the_rest(
     assert gm.store().head() == head
 
 
-def test_a_revision_alone_is_not_taken_for_the_directory_or_path(
-    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory, to see that nothing is written into it."""
+    directory = tmp_path / "work"
+    directory.mkdir()
+    monkeypatch.chdir(directory)
+    return directory
+
+
+def test_a_revision_alone_is_not_taken_for_the_directory_or_path(gm: Gitmem, work: Path) -> None:
     # `gitmem export HEAD~1`, the directory forgotten, exported the plaintext into ./HEAD~1.
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
     for rev in ("HEAD", "HEAD~1", "@^", "session:bob", "@{2h}~2"):
         refused = gm("export", rev)
         assert (refused.exit_code, refused.stderr) == (
@@ -902,13 +906,10 @@ def test_memory_text_cannot_drive_the_terminal(gm: Gitmem, monkeypatch: pytest.M
 
 
 def test_an_empty_local_path_is_refused_not_taken_for_the_working_directory(
-    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gm: Gitmem, work: Path
 ) -> None:
     # `gitmem export HEAD "$OUT"` with OUT unset: Path("") is ".", so the plaintext memory
     # went into the working directory (and `init ""` made a store there).
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
     cases = [
         ["export", ""],
         ["export", "HEAD", "", "--force"],
