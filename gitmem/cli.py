@@ -547,6 +547,9 @@ def rev_and_target(args: Sequence[str], option: str | None, what: str) -> tuple[
         raise UsageError(f"{shown_repr(words[0])} is a revision: give the {what} after it{also}")
     if len(words) > 2:
         raise UsageError(f"too many arguments ({' '.join(words)}): give [REV] {what.upper()}")
+    if what == "memory path" and len(words) == 2 and words[0].startswith("/"):
+        # `gitmem blame /memories/a.md HEAD`: said "The path HEAD is not allowed".
+        raise UsageError(f"{shown_repr(words[1])} comes after a path: give revisions before paths")
     return one_rev(words[:-1], option), words[-1]
 
 

@@ -574,6 +574,12 @@ def test_a_revision_alone_is_not_taken_for_the_directory_or_path(gm: Gitmem, wor
         2,
         "gitmem: error: 'HEAD~1' is a revision: give the memory path after it\n",
     )
+    for command in ("cat", "blame", "view"):
+        swapped = gm(command, "/memories/dir/n.md", "HEAD~1")
+        assert (swapped.exit_code, swapped.stderr) == (
+            2,
+            "gitmem: error: 'HEAD~1' comes after a path: give revisions before paths\n",
+        ), command
     assert gm.ok("export", "./HEAD").startswith("Exported ")
     assert (work / "HEAD").is_dir()
 
