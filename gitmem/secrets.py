@@ -242,6 +242,14 @@ _RULES: tuple[_Rule, ...] = (
         word_start=False,
     ),
     _rule(
+        # gitmem's own key text (crypto.KEY_TEXT_PREFIX, 48 base64url characters): the key
+        # file `gitmem init` saves, imported with a home directory, would put the store's key
+        # into the memory it encrypts, where the model reads it back.
+        "gitmem-key",
+        "a gitmem store key",
+        r"gitmem-key-\d+:[A-Za-z0-9_\-]{40,}",
+    ),
+    _rule(
         "aws-access-key",
         "an AWS access key",
         r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Z0-9])",

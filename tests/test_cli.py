@@ -528,6 +528,25 @@ def test_a_restore_or_import_that_changes_nothing_says_so_and_makes_no_commit(
     assert gm.ids() == c
 
 
+def test_importing_a_directory_that_holds_the_key_file_is_refused(
+    gm: Gitmem, tmp_path: Path
+) -> None:
+    # `gitmem import ~` put ~/.config/gitmem/keys/ID.key, the store's own key, into the memory
+    # it encrypts, where the model reads it back.
+    home = tmp_path / "home"
+    (home / ".config" / "gitmem" / "keys").mkdir(parents=True)
+    (home / ".config" / "gitmem" / "keys" / "0f3c.key").write_text(gm.key + "\n")
+    head = gm.store().head()
+    refused = gm("import", str(home))
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        "gitmem: error: nothing was imported: 1 file refused: /memories/.config/gitmem/keys/"
+        "0f3c.key: refused to store what looks like a gitmem store key (line 1). Memory must "
+        "not hold credentials; remove it and try again.\n",
+    )
+    assert gm.store().head() == head
+
+
 def test_an_import_refusal_names_the_first_20_files_and_counts_the_rest(
     gm: Gitmem, tmp_path: Path
 ) -> None:

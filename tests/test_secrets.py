@@ -39,7 +39,11 @@ WEBHOOK = "https://hooks.slack.com/services/" + "T0001/B0001/" + ALNUM[:24]
 HEX32 = "9f8e7d6c5b4a3928" + "1706f5e4d3c2b1a0"
 KEYISH = "q8Zr2LmX0p" + "Vt7wYbN4kS"
 
+GITMEM_KEY = "gitmem-key-1:" + "wwSbCqvcWAyZXzsG2" + ALNUM[:31]
+
 POSITIVE = [
+    # The key file `gitmem init` saves went into memory unflagged with a directory holding it.
+    ("gitmem-key", f"{GITMEM_KEY}\n", GITMEM_KEY),
     ("aws-access-key", f"deploy with {AWS} today", AWS),
     ("aws-secret-key", f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
     ("github-token", f"git remote token {GITHUB}", GITHUB),
