@@ -9,6 +9,8 @@
     python benchmarks/bench_commands.py --grown-flat 10000   # 10,000 files in /memories itself
     python benchmarks/bench_commands.py --ops 60 --writes-only --grown-flat 10000
                                        # the write commands alone, more calls
+    python benchmarks/bench_commands.py --ops 200 --reads-only --grown-flat 10000
+                                       # the two view commands alone, more calls
     python benchmarks/bench_commands.py --grown 10000 --long 1000 --warmup 200 [--no-collector]
                                        # and a long run of writes on the small and grown stores:
                                        # steady-state medians, mean, p99 and max, as ratios
@@ -55,6 +57,7 @@ from gitmem.tree import TreeEditor
 
 COMMANDS = ("view file", "view dir", "create", "str_replace", "insert", "rename", "delete")
 WRITES = ("create", "str_replace", "insert", "rename", "delete")
+READS = ("view file", "view dir")
 _WARMUP = 3
 
 
@@ -148,6 +151,30 @@ def timed(tool: BetaAbstractMemoryTool, command: dict[str, Any]) -> tuple[float,
     return elapsed, cpu
 
 
+def call_order(tools: Sequence[str], round: int) -> list[str]:
+    """The order of the tools' calls in round ``round`` (negative: warm-up) of a batch.
+
+    A call costs more when the call before it was another tool's (its caches and the
+    interpreter's are cold: about 20 µs more after a reference call than after a gitmem one,
+    on the view commands), so every tool must follow the same kinds of tools as often as the
+    others. (Rounds alternately forward and reversed let the small store's gitmem follow
+    itself in every other round and the grown store's never: its views measured 1.16×
+    the small store's, 1.04× in a balanced order.) Rows of a Williams square: over each
+    ``len(tools)`` rounds (twice that for an odd count) every tool follows every other exactly
+    once inside a round, and once more, across a round's edge, the tool a fixed distance after
+    it in ``tools``: with the tools listed as (gitmem, reference) pairs, every gitmem tool
+    then follows gitmem and reference calls as often as every other gitmem tool.
+    """
+    n = len(tools)
+    first = [0]
+    for k in range(1, n):
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    rows = [[(j + shift) % n for j in first] for shift in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [tools[j] for j in rows[round % len(rows)]]
+
+
 def measure(
     tools: dict[str, BetaAbstractMemoryTool], ops: int, commands: Sequence[str] = COMMANDS
 ) -> dict[str, dict[str, list[float]]]:
@@ -163,7 +190,7 @@ def measure(
             timings[name][command] = []
             CPU.setdefault(name, {})[command] = []
         for i in range(_WARMUP + ops):
-            for name in order if i % 2 else reversed(order):
+            for name in call_order(order, i - _WARMUP):
                 elapsed, cpu = timed(tools[name], make(i))
                 if i >= _WARMUP:
                     timings[name][command].append(elapsed)
@@ -449,6 +476,12 @@ def main(argv: list[str] | None = None) -> int:
         "ratios from more calls in the same time",
     )
     parser.add_argument(
+        "--reads-only",
+        action="store_true",
+        help="time the two view commands only (no write batches): the grown stores' read "
+        "ratios from more calls in the same time",
+    )
+    parser.add_argument(
         "--no-collector",
         action="store_true",
         help="turn Python's cyclic garbage collector off for --long (its full collections, "
@@ -462,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the grown stores built in DIR and copy them from there next time",
     )
     args = parser.parse_args(argv)
+    if args.writes_only and args.reads_only:
+        parser.error("--writes-only and --reads-only exclude each other")
     if args.ops < 2 and not (args.ops == 0 and args.long):
         parser.error("--ops must be at least 2 (or 0 with --long: the long run alone)")
     variants = {"grown": (args.grown, False), "grown flat": (args.grown_flat, True)}
@@ -491,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             grow_reference(base / f"{name}-reference", count, flat=flat)
             tools[f"gitmem {name}"] = gitmem.GitMemoryTool(base / f"{name}.git", key=key)
             tools[f"reference {name}"] = DurableReference(base_path=str(base / f"{name}-reference"))
-        commands = WRITES if args.writes_only else COMMANDS
+        commands = WRITES if args.writes_only else READS if args.reads_only else COMMANDS
         results = measure(tools, args.ops, commands) if args.ops else {}
         if args.long:
             count_events()
@@ -520,7 +555,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in table.items():
         row["ratio"] = {"median": row["gitmem"]["median_ms"] / row["reference"]["median_ms"]}
         row["gitmem"]["cpu_median_ms"] = statistics.median(CPU["gitmem"][name]) * 1e3
-    writes = geometric_mean([table[name]["ratio"]["median"] for name in WRITES])
+    # The write ratio needs the write batches (None with --reads-only).
+    timed_writes = all(name in table for name in WRITES)
+    writes = (
+        geometric_mean([table[name]["ratio"]["median"] for name in WRITES])
+        if timed_writes
+        else None
+    )
     # Each grown store's medians over the small store's, by variant: wall-clock, and CPU time
     # (which a loaded machine does not inflate) under "<variant> cpu".
     grown: dict[str, dict[str, float]] = {}
@@ -532,14 +573,16 @@ def main(argv: list[str] | None = None) -> int:
             for name in commands:
                 small = statistics.median(samples["gitmem"][name])
                 ratios[name] = statistics.median(samples[f"gitmem {variant}"][name]) / small
-            ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
+            if timed_writes:
+                ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
         # The reference on the same files over the reference on the small memory: what the
         # size alone costs plain files (a listing of 10,000 files is long for anybody).
         ratios = grown[f"{variant} reference"] = {}
         for name in commands:
             small = statistics.median(results["reference"][name])
             ratios[name] = statistics.median(results[f"reference {variant}"][name]) / small
-        ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
+        if timed_writes:
+            ratios["writes"] = geometric_mean([ratios[name] for name in WRITES])
     environment = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -576,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<12} {g['median_ms']:>8.2f} {g['p90_ms']:>8.2f} {g['cpu_median_ms']:>6.2f} "
             f"{r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {row['ratio']['median']:>6.2f}x"
         )
-    print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
+    if writes is not None:
+        print(f"writes (geometric mean of the five ratios): {writes:.2f}x")
     for label, ratios in grown.items():
         variant = label.removesuffix(" cpu").removesuffix(" reference")
         count, flat = variants[variant]
