@@ -56,6 +56,8 @@ _DIR_CACHE_ENTRIES = 1 << 17
 # File sizes, by file tree id: enough for every file of a store far past its default size limit
 # (64 MiB of 1 KiB notes), so that listing a large store does not reread every header.
 _SIZE_CACHE_ENTRIES = 1 << 17
+# Split directory versions whose names a codec remembers looking up (weighed by entries).
+_SPLIT_CACHE_ENTRIES = 1 << 14
 # Plaintext bytes of recently read or written files kept by tree id (a file view then costs no
 # object read); larger files are not kept.
 _FILE_CACHE_BYTES = 8 << 20
@@ -197,6 +199,43 @@ class _FoldIndex:
 _Pending = tuple["buckets.Shape", list[TreeEntry], int, int, "buckets.Shape | None"]
 
 
+# What a name was found as in one directory version (None: nothing): (node, sealed name).
+_Found = tuple[Node, str] | None
+
+# Names a directory version remembers having looked up; then it forgets them all (a reader
+# of many names of a big directory does not keep one tuple per name of it).
+_LOOKUPS_KEPT = 256
+
+
+# A name not looked up yet in a version (compared by identity: None is "not there").
+_UNKNOWN: tuple[Node, str] = (Node("", ""), "")
+
+
+class _Lookups:
+    """The names looked up in one directory version (a tree id at a path) and what each was
+    found as. A tree id is the hash of its entries, so an answer holds for as long as the
+    version is asked: nothing in it can go stale, and each was authenticated when first found.
+    A lookup of a name read before then costs one dict lookup, the same in a directory of
+    10,000 entries (whose entry maps are sharded, read through several Python calls) as in a
+    small one.
+
+    ``top``: a split directory's own tree, its buckets checked (bucket name to tree id; None
+    for a directory loaded whole)."""
+
+    __slots__ = ("found", "top")
+
+    def __init__(self, top: dict[str, str] | None = None) -> None:
+        self.found: dict[str, _Found] = {}
+        self.top = top
+
+    def keep(self, name: str, found: _Found) -> _Found:
+        """Remember ``found`` for ``name``; returns it."""
+        if len(self.found) >= _LOOKUPS_KEPT:
+            self.found.clear()
+        self.found[name] = found
+        return found
+
+
 @dataclass
 class _Loaded:
     # Read-only once made (shared with later versions: see gitmem.shardmap).
@@ -207,6 +246,9 @@ class _Loaded:
     shape: buckets.Shape
     fold_index: _FoldIndex | None = None
     _by_sealed: dict[str, str] | None = None
+    # Names looked up in this version (see _Lookups), made by the first lookup: a write makes
+    # a version it may never look a name up in.
+    lookups: _Lookups | None = None
 
     def by_sealed(self) -> dict[str, str]:
         """The names by their sealed entry names (built on first use)."""
@@ -245,6 +287,20 @@ class TreeCodec:
         # The newest listing loaded or written at each path: a new version of the directory
         # (another process wrote) is opened from it, one lookup per unchanged entry.
         self._latest: BoundedCache[MemoryPath, _Loaded] = BoundedCache(_DIR_CACHE_ENTRIES)
+        # Split directories looked up in without loading them, by (tree id, path): their
+        # names looked up, and their own tree's buckets checked.
+        self._split: BoundedCache[tuple[str, MemoryPath], _Lookups] = BoundedCache(
+            _SPLIT_CACHE_ENTRIES
+        )
+        # The trees below a split directory's own tree that lookups went through, checked as
+        # _find_sealed checks them, by (tree id, directory path, bucket level, bucket prefix):
+        # for a bucket tree, True and its buckets (name to tree id); for a leaf, False and its
+        # entries (sealed name to tree id), every name opened. What a check finds depends on
+        # nothing else, and a tree id names its content: a new version of the directory
+        # (another process wrote) reuses those of its buckets that did not change.
+        self._buckets: BoundedCache[tuple[str, str, int, int], tuple[bool, dict[str, str]]] = (
+            BoundedCache(_DIR_CACHE_ENTRIES)
+        )
         # Remembers the files last read or written, so that writing an edited version rehashes
         # only around the edit and reuses the blobs of unchanged chunks.
         self.chunker = chunking.Chunker(keys.chunker_seed)
@@ -259,6 +315,8 @@ class TreeCodec:
         """Drop everything cached (listings, sizes, remembered files): the next reads are cold."""
         self._dirs.clear()
         self._latest.clear()
+        self._split.clear()
+        self._buckets.clear()
         self._sizes.clear()
         self._stamped = None
         self.chunker.forget()
@@ -279,24 +337,42 @@ class TreeCodec:
 
     def find_sealed(self, oid: str, path: MemoryPath, name: str) -> tuple[Node, str] | None:
         """:meth:`find`'s node with the sealed entry name it was found under."""
-        loaded = self.open_dir(oid, path)
+        key = (oid, path)
+        loaded = self._dirs.get(key)
+        if loaded is None:
+            lookups = self._split.get(key)
+            if lookups is None:
+                top = self._dir_entries(oid, path)
+                if not top or not buckets.is_bucket_like(top[0].name):
+                    loaded = self.load_dir(oid, path, top)
+                else:
+                    lookups = _Lookups(self._checked_buckets(top, 0, str(path), oid))
+                    self._split.put(key, lookups, len(top) + 1)
         if loaded is not None:
+            lookups = loaded.lookups
+            if lookups is None:
+                lookups = loaded.lookups = _Lookups()
+            hit = lookups.found.get(name, _UNKNOWN)
+            if hit is not _UNKNOWN:
+                return hit
             node = loaded.nodes.get(name)
-            return None if node is None else (node, loaded.sealed[name])
+            return lookups.keep(name, None if node is None else (node, loaded.sealed[name]))
+        assert lookups is not None and lookups.top is not None
+        hit = lookups.found.get(name, _UNKNOWN)
+        if hit is not _UNKNOWN:
+            return hit
         parent = str(path)
-        top = self._dir_entries(oid, path)
-        opened: dict[str, dict[str, str]] = {}
         found: tuple[Node, str] | None = None
         for kind in (KIND_FILE, KIND_DIR):
             for raw in self.keys.name_sealings(name, parent, kind):
-                entry = self._find_sealed(oid, path, top, raw, opened).get(raw)
+                entry = self._find_sealed(oid, parent, lookups.top, raw).get(raw)
                 if entry is None:
                     continue
                 if found is not None:
                     # As load_dir refuses two entries opening to one name.
                     raise IntegrityError(f"directory {parent} holds an invalid entry (tree {oid})")
                 found = Node(kind, entry), raw
-        return found
+        return lookups.keep(name, found)
 
     def open_dir(self, oid: str, path: MemoryPath) -> _Loaded | None:
         """Directory tree ``oid`` at ``path`` loaded, if it is cached or one tree (loaded
@@ -393,42 +469,50 @@ class TreeCodec:
                 return True
         return False
 
-    def _find_sealed(
-        self,
-        oid: str,
-        path: MemoryPath,
-        top: list[TreeEntry],
-        raw: str,
-        opened: dict[str, dict[str, str]],
-    ) -> dict[str, str]:
+    def _find_sealed(self, oid: str, parent: str, top: dict[str, str], raw: str) -> dict[str, str]:
         """The entries (tree ids by sealed name) of the bucket of split directory tree ``oid``
-        (entries ``top``) that sealed name ``raw`` belongs in, empty if there is none; buckets
-        already opened are taken from ``opened`` (by tree id)."""
-        parent = str(path)
+        at ``parent`` (its buckets ``top``, checked) that sealed name ``raw`` belongs in, empty
+        if there is none. Each tree on the way is read and checked once (see ``_buckets``)."""
         bits = buckets.entry_bits(raw)
-        entries, level, leaf = top, 0, oid
-        while entries and buckets.is_bucket_like(entries[0].name):
+        inner, level = top, 0
+        while True:
             if level >= buckets.MAX_LEVELS:
                 raise IntegrityError(f"directory {parent} nests buckets too deep (tree {oid})")
-            wanted = buckets.bucket_name(buckets.bucket_of(bits, level))
-            below = None
-            for entry in entries:
-                if buckets.bucket_index(entry.name) is None or entry.mode != TREE_MODE:
-                    raise IntegrityError(
-                        f"directory {parent} holds a malformed bucket (tree {oid})"
-                    )
-                if entry.name == wanted:
-                    below = entry.oid
+            below = inner.get(buckets.bucket_name(buckets.bucket_of(bits, level)))
             if below is None:
                 return {}
-            if below in opened:
-                return opened[below]
-            entries, level, leaf = self.repo.read_tree(below), level + 1, below
-            if not entries:
-                raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
-        self._checked_leaf(entries, level, buckets.prefix_of(bits, level), (), {}, parent, oid)
-        found = {entry.name: entry.oid for entry in entries}
-        opened[leaf] = found
+            level += 1
+            prefix = buckets.prefix_of(bits, level)
+            key = (below, parent, level, prefix)
+            checked = self._buckets.get(key)
+            if checked is None:
+                entries = self.repo.read_tree(below)
+                if not entries:
+                    raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
+                if buckets.is_bucket_like(entries[0].name):
+                    checked = True, self._checked_buckets(entries, level, parent, oid)
+                else:
+                    self._checked_leaf(entries, level, prefix, (), {}, parent, oid)
+                    checked = False, {entry.name: entry.oid for entry in entries}
+                self._buckets.put(key, checked, len(entries) + 1)
+            is_inner, inner = checked
+            if not is_inner:
+                return inner
+
+    @staticmethod
+    def _checked_buckets(
+        entries: list[TreeEntry], level: int, parent: str, oid: str
+    ) -> dict[str, str]:
+        """The buckets of a split directory's tree ``level`` bucket levels below its own
+        (``entries``, the first bucket-like), by name: each a tree with a bucket's name, or
+        IntegrityError (as load_dir checks them)."""
+        if level >= buckets.MAX_LEVELS:
+            raise IntegrityError(f"directory {parent} nests buckets too deep (tree {oid})")
+        found: dict[str, str] = {}
+        for entry in entries:
+            if buckets.bucket_index(entry.name) is None or entry.mode != TREE_MODE:
+                raise IntegrityError(f"directory {parent} holds a malformed bucket (tree {oid})")
+            found[entry.name] = entry.oid
         return found
 
     def _checked_leaf(
