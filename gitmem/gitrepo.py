@@ -553,7 +553,12 @@ class GitRepo:
 
     def read_tree(self, oid: str) -> list[TreeEntry]:
         """The entries of tree ``oid``; IntegrityError if missing, corrupt or not a tree."""
-        return parse_tree(self._read(oid, b"tree", MAX_TREE_BYTES), oid)
+        return parse_tree(self.read_raw_tree(oid), oid)
+
+    def read_raw_tree(self, oid: str) -> bytes:
+        """The bytes of tree ``oid``, its hash checked but not parsed (see :func:`parse_tree`);
+        IntegrityError if missing, corrupt or not a tree."""
+        return self._read(oid, b"tree", MAX_TREE_BYTES)
 
     def empty_tree(self) -> str:
         """The id of the empty tree (written, so it exists in this repository)."""

@@ -45,7 +45,7 @@ from .format import (
     decode_header,
     encode_header,
 )
-from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry
+from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_tree
 from .paths import MEMORIES_ROOT, MemoryPath
 from .shardmap import SMALL, ShardedMap, evolved, frozen
 
@@ -269,6 +269,19 @@ class _Loaded:
         return index
 
 
+# The root tree's metadata entry as git writes it (its 20-byte id follows): a blob named
+# "gitmem", after every bucket in git's order.
+_META_HEAD = b"%o %s\0" % (BLOB_MODE, META_ENTRY.encode())
+
+
+def _without_meta(data: bytes) -> bytes:
+    """Raw root tree ``data`` without its metadata entry, if it ends with one."""
+    cut = len(data) - len(_META_HEAD) - 20
+    if cut >= 0 and data[cut : cut + len(_META_HEAD)] == _META_HEAD:
+        return data[:cut]
+    return data
+
+
 class TreeCodec:
     """Encrypts and decrypts directory and file trees of one store."""
 
@@ -342,11 +355,16 @@ class TreeCodec:
         if loaded is None:
             lookups = self._split.get(key)
             if lookups is None:
-                top = self._dir_entries(oid, path)
-                if not top or not buckets.is_bucket_like(top[0].name):
-                    loaded = self.load_dir(oid, path, top)
-                else:
-                    lookups = _Lookups(self._checked_buckets(top, 0, str(path), oid))
+                data = self.repo.read_raw_tree(oid)
+                top = buckets.read_buckets(_without_meta(data) if path.is_root else data)
+                if top is None:
+                    entries = self._dir_entries(oid, path, data)
+                    if not entries or not buckets.is_bucket_like(entries[0].name):
+                        loaded = self.load_dir(oid, path, entries)
+                    else:
+                        top = self._checked_buckets(entries, 0, str(path), oid)
+                if top is not None:
+                    lookups = _Lookups(top)
                     self._split.put(key, lookups, len(top) + 1)
         if loaded is not None:
             lookups = loaded.lookups
@@ -486,15 +504,26 @@ class TreeCodec:
             key = (below, parent, level, prefix)
             checked = self._buckets.get(key)
             if checked is None:
-                entries = self.repo.read_tree(below)
-                if not entries:
-                    raise IntegrityError(f"directory {parent} holds an empty bucket (tree {oid})")
-                if buckets.is_bucket_like(entries[0].name):
-                    checked = True, self._checked_buckets(entries, level, parent, oid)
+                data = self.repo.read_raw_tree(below)
+                fast = buckets.read_buckets(data)
+                if fast is not None:
+                    if level >= buckets.MAX_LEVELS:
+                        raise IntegrityError(
+                            f"directory {parent} nests buckets too deep (tree {oid})"
+                        )
+                    checked = True, fast
                 else:
-                    self._checked_leaf(entries, level, prefix, (), {}, parent, oid)
-                    checked = False, {entry.name: entry.oid for entry in entries}
-                self._buckets.put(key, checked, len(entries) + 1)
+                    entries = parse_tree(data, below)
+                    if not entries:
+                        raise IntegrityError(
+                            f"directory {parent} holds an empty bucket (tree {oid})"
+                        )
+                    if buckets.is_bucket_like(entries[0].name):
+                        checked = True, self._checked_buckets(entries, level, parent, oid)
+                    else:
+                        self._checked_leaf(entries, level, prefix, (), {}, parent, oid)
+                        checked = False, {entry.name: entry.oid for entry in entries}
+                self._buckets.put(key, checked, len(checked[1]) + 1)
             is_inner, inner = checked
             if not is_inner:
                 return inner
@@ -572,10 +601,12 @@ class TreeCodec:
             opened.append((name, kind))
         return opened
 
-    def _dir_entries(self, oid: str, path: MemoryPath) -> list[TreeEntry]:
-        """The entries of directory tree ``oid`` at ``path``, the root's metadata blob left out
-        (and checked to be a blob)."""
-        top = self.repo.read_tree(oid)
+    def _dir_entries(
+        self, oid: str, path: MemoryPath, data: bytes | None = None
+    ) -> list[TreeEntry]:
+        """The entries of directory tree ``oid`` at ``path`` (``data``: its bytes, when read
+        already), the root's metadata blob left out (and checked to be a blob)."""
+        top = self.repo.read_tree(oid) if data is None else parse_tree(data, oid)
         if not path.is_root:
             return top
         for entry in top:

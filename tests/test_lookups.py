@@ -21,7 +21,7 @@ from gitmem import MemoryStore, buckets
 from gitmem.crypto import StoreKeys
 from gitmem.errors import IntegrityError
 from gitmem.format import KIND_FILE
-from gitmem.gitrepo import TreeEntry
+from gitmem.gitrepo import TREE_MODE, TreeEntry, parse_tree
 from gitmem.paths import parse
 from gitmem.store import Change
 from gitmem.tree import Node, Snapshot, TreeCodec, TreeEditor
@@ -223,3 +223,65 @@ def test_a_directory_loaded_whole_answers_from_its_entries(repo_path: Path, key:
     for name in ["n1.md", "n2.md", "sub", "absent", "n1.md", "absent"]:
         assert codec.find(root.oid, at, name) == loaded.nodes.get(name)
     assert codec.find(root.oid, at, "sub") == Node("d", loaded.nodes["sub"].oid)
+
+
+def bucket_tree(indices: list[int], rng: random.Random) -> bytes:
+    return b"".join(
+        b"40000 " + buckets.bucket_name(i).encode() + b"\0" + rng.randbytes(20) for i in indices
+    )
+
+
+def test_bucket_trees_read_whole_are_those_parsing_accepts(repo_path: Path) -> None:
+    """read_buckets answers only for trees parse_tree and the bucket checks accept, and then
+    with the same buckets; any change of a byte's meaning sends the tree to the full parse."""
+    rng = random.Random(7)
+    for _ in range(300):
+        indices = sorted(rng.sample(range(buckets.FANOUT), rng.randint(1, buckets.FANOUT)))
+        data = bucket_tree(indices, rng)
+        parsed = parse_tree(data, "t")
+        assert buckets.read_buckets(data) == {e.name: e.oid for e in parsed}
+        variants = [
+            data[:-1],
+            data + b"\0",
+            bucket_tree(indices[::-1], rng) if len(indices) > 1 else b"",
+            bucket_tree([*indices, indices[-1]], rng),  # a bucket twice
+            data.replace(b"40000 ", b"040000 ", 1),
+            data.replace(b"40000 ", b"100644 ", 1),
+            data.replace(b" b", b" B", 1),
+            data.replace(b" b", b" c", 1),
+            data + b"40000 c00\0" + rng.randbytes(20),
+            data + b"100644 gitmem\0" + rng.randbytes(20),
+        ]
+        for variant in variants:
+            fast = buckets.read_buckets(variant)
+            if fast is None:
+                continue
+            entries = parse_tree(variant, "t")
+            assert all(buckets.bucket_index(e.name) is not None for e in entries)
+            assert all(e.mode == TREE_MODE for e in entries)
+            assert fast == {e.name: e.oid for e in entries}
+    assert buckets.read_buckets(b"") is None
+
+
+def test_a_split_root_with_a_metadata_entry_that_is_no_blob_is_refused(
+    repo_path: Path, key: str
+) -> None:
+    store = grown(repo_path, key)
+    at = parse("/memories")
+    root = store.snapshot().lookup(at)
+    assert root is not None
+    entries = store.repo.read_tree(root.oid)
+    meta = next(e for e in entries if e.name == "gitmem")
+    bad = store.repo.write_tree(
+        [
+            e if e.name != "gitmem" else TreeEntry(e.name, store.repo.empty_tree(), TREE_MODE)
+            for e in entries
+        ]
+    )
+    with pytest.raises(IntegrityError, match="no blob"):
+        TreeCodec(store.repo, store.keys).find(bad, at, "n1.md")
+    # Without it (a format 1 root) the buckets read the same.
+    bare = store.repo.write_tree([e for e in entries if e != meta])
+    assert TreeCodec(store.repo, store.keys).find(bare, at, "n1.md") == TreeCodec(
+        store.repo, store.keys
+    ).find(root.oid, at, "n1.md")
