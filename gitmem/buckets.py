@@ -15,7 +15,7 @@ changed again (an edit copies what it changes), so versions share their unchange
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .crypto import name_envelope
@@ -113,6 +113,11 @@ def prefix_of(bits: int, level: int) -> int:
     return bits >> (_USED_BITS - BUCKET_BITS * level)
 
 
+# At most this many buckets laid over an inner tree's shared base (:class:`Laid`) before a
+# version gets a base of its own: bounds what the old buckets a base still holds can keep alive.
+LAID_LIMIT = 16
+
+
 def serialized(raw: str, oid: str) -> tuple[bytes, bytes]:
     """The sort key (name and ``/``: every memory entry is a tree) and git's bytes of a
     memory entry ``raw`` naming tree ``oid``."""
@@ -138,7 +143,8 @@ class Shape:
     # first pass, where it would traverse two lists per leaf in every full collection.
     keys: Sequence[bytes] | None = None
     entries: Sequence[bytes] | None = None
-    buckets: dict[int, Shape] | None = None
+    # A dict, or (made by :func:`repointed`) a :class:`Laid`; an unwritten copy's is a dict.
+    buckets: Mapping[int, Shape] | None = None
     # A leaf read from the repository: its entry names, until ``keys`` is filled in.
     names: tuple[str, ...] | None = None
     # ``oid`` as 20 bytes, once a parent tree has needed it.
@@ -161,17 +167,60 @@ class Shape:
 
     def copy(self) -> Shape:
         """An unwritten copy that an edit may change."""
-        if self.buckets is not None:
+        below = self.buckets
+        if below is not None:
+            copied = below.merged() if type(below) is Laid else dict(below)
             # Positional: keyword arguments cost a copy of a 64-bucket tree a third more.
-            return Shape(
-                self.count, None, None, None, dict(self.buckets), None, None, self.data, set()
-            )
+            return Shape(self.count, None, None, None, copied, None, None, self.data, set())
         return Shape(
             self.count,
             None,
             None if self.keys is None else list(self.keys),
             None if self.entries is None else list(self.entries),
         )
+
+
+class Laid(Mapping[int, Shape]):
+    """An inner tree's buckets as :func:`repointed` makes them: ``base``, a dict shared with
+    the versions before, with ``over``, the buckets repointed since ``base`` was made (at most
+    :data:`LAID_LIMIT`, all of them keys of ``base``), laid over it. Never changed once made.
+
+    A repointing write makes the next version of a 10,000-entry directory's top tree and one
+    first-level bucket; copying their 64 and 58 buckets each time (and freeing the copies a
+    write later) wrote the reference count of every bucket's Shape, memory last touched a
+    command ago, where this copies the few buckets repointed lately.
+    """
+
+    __slots__ = ("base", "over")
+
+    def __init__(self, base: dict[int, Shape], over: dict[int, Shape]) -> None:
+        self.base = base
+        self.over = over
+
+    def __getitem__(self, index: int) -> Shape:
+        found = self.over.get(index)
+        return self.base[index] if found is None else found
+
+    def get(self, index: int, default: Shape | None = None) -> Shape | None:  # type: ignore[override]
+        found = self.over.get(index)
+        return self.base.get(index, default) if found is None else found
+
+    def __contains__(self, index: object) -> bool:
+        return index in self.base
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def values(self) -> list[Shape]:  # type: ignore[override]
+        over = self.over
+        return [over.get(index, child) for index, child in self.base.items()]
+
+    def merged(self) -> dict[int, Shape]:
+        """The buckets as one new dict."""
+        return {**self.base, **self.over}
 
 
 # Reads a leaf tree's memory entries back: (sealed name, tree id) pairs in git's order.
@@ -245,6 +294,7 @@ def edit(
         """The keys and entries of the leaf ``raw`` goes to, in this edit's copy."""
         node, shift, bits = top, _USED_BITS, entry_bits(raw)
         while (below := node.buckets) is not None:
+            assert isinstance(below, dict)  # every inner tree on the path is a copy
             shift -= BUCKET_BITS
             index = (bits >> shift) & (FANOUT - 1)  # bucket_of, one level down each time
             child = below.get(index)
@@ -321,7 +371,8 @@ def _settle(node: Shape, level: int, read_leaf: LeafReader) -> Shape:
     # Only the buckets an edit copied changed (a copy keeps the count it was made with): the
     # total follows from theirs, without a pass over all 64.
     below = node.buckets
-    assert node.changed is not None  # an inner tree settled is an edit's copy
+    # An inner tree settled is an edit's copy.
+    assert node.changed is not None and isinstance(below, dict)
     for index in node.changed:
         child = below.get(index)
         if child is None or child.oid is not None:
@@ -417,20 +468,33 @@ def _repointed(
     groups: dict[int, list[tuple[int, str, str]]] = {}
     for change in changes:
         groups.setdefault((change[0] >> shift) & (FANOUT - 1), []).append(change)
-    written = dict(below)
+    # The new buckets are laid over the base's (see Laid): the few repointed lately copied,
+    # not all 64.
+    if type(below) is Laid:
+        base, over = below.base, dict(below.over)
+    else:
+        assert isinstance(below, dict)  # a Laid or a dict, never another mapping
+        base, over = below, {}
     for index, group in groups.items():
-        child = below.get(index)
+        child = over.get(index) or base.get(index)
         if child is None:
             return None
         new = _repointed(child, group, shift, read_leaf, write_tree, None)
         if new is None:
             return None
-        written[index] = new
+        over[index] = new
+    written: Mapping[int, Shape]
+    if len(over) > LAID_LIMIT:
+        # A base of its own, so that the base's old buckets (and what they hold) are freed.
+        written = over = {**base, **over}
+    else:
+        written = Laid(base, over)
     data = node.data
     if data is None:
-        data = b"".join([_BUCKET_ENTRIES[i] + written[i].id_bytes() for i in sorted(written)])
+        merged = {**base, **over}
+        data = b"".join([_BUCKET_ENTRIES[i] + merged[i].id_bytes() for i in sorted(merged)])
     else:
-        data = _spliced(data, groups, written)
+        data = _spliced(data, groups, over)
     oid = write_tree(data if extra is None else _with(data, extra))
     return Shape(node.count, oid, None, None, written, None, None, data)
 
@@ -441,7 +505,9 @@ def _freeze(leaf: Shape) -> None:
     leaf.keys, leaf.entries = tuple(leaf.keys), tuple(leaf.entries)
 
 
-def _inner_bytes(node: Shape, below: dict[int, Shape], write_tree: Callable[[bytes], str]) -> bytes:
+def _inner_bytes(
+    node: Shape, below: Mapping[int, Shape], write_tree: Callable[[bytes], str]
+) -> bytes:
     """The bytes of inner tree ``node`` (holding ``below``), its unwritten buckets written;
     recursive, at most :data:`MAX_LEVELS` deep."""
     # An edit's copy changed no bucket but those it lists.
@@ -476,7 +542,7 @@ _HEX_AT = _NAME_AT + len(BUCKET_PREFIX)
 _BUCKET_HEX = [key[len(BUCKET_PREFIX) : -1] for key in _BUCKET_KEYS]
 
 
-def _spliced(old: bytes, changed: Collection[int], buckets: dict[int, Shape]) -> bytes:
+def _spliced(old: bytes, changed: Collection[int], buckets: Mapping[int, Shape]) -> bytes:
     """Inner tree bytes ``old`` with the entries of buckets ``changed`` made what ``buckets``
     holds now: replaced, added in their place, or dropped (no longer in ``buckets``)."""
     parts = []
