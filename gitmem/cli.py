@@ -44,6 +44,7 @@ from .errors import (
     KeyMissing,
     UsageError,
     file_system_refused,
+    reporting_rollback_off,
     shown,
     shown_repr,
 )
@@ -183,6 +184,15 @@ def fail(exc: GitMemError, state: CliState | None) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
+def warn(text: str, state: CliState | None) -> None:
+    """Report a lapsed safeguard on stderr (``gitmem: warning: ...``, or a JSON object with
+    ``--json``); the command goes on and its exit code is unchanged."""
+    if state is not None and state.as_json:
+        click.echo(json_line({"warning": "RollbackCheckOff", "message": text}), err=True)
+    else:
+        click.echo(f"gitmem: warning: {text}", err=True)
+
+
 def interrupted(state: CliState | None) -> NoReturn:
     """Report a Ctrl-C as :class:`Interrupted` (exit code 130); a second one is ignored, so
     that it cannot break the report off with a traceback."""
@@ -254,7 +264,8 @@ class GitMemGroup(click.Group):
         """Run the command; a GitMemError becomes one line (or JSON object) and an exit code."""
         try:
             try:
-                return super().invoke(ctx)
+                with reporting_rollback_off(lambda text: warn(text, ctx.find_object(CliState))):
+                    return super().invoke(ctx)
             finally:
                 (ctx.find_object(CliState) or CliState()).publish_writes()
         except KeyboardInterrupt:

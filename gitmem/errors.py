@@ -7,10 +7,12 @@ and these classes cannot drift apart.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import reprlib
 import unicodedata
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 
@@ -220,6 +222,54 @@ class KeysDiverged(ConflictError):
 # How much of a string from the model or the user an error message repeats: enough for any
 # ordinary old_str or path (so they read exactly as the reference's messages), not 100 MB.
 ECHO_CHARS = 2_000
+
+
+class RollbackCheckOff(RuntimeWarning):
+    """Rollback detection is off for a store: its state directory cannot hold the high-water
+    marks (not a directory, read-only, not writable). Issued once per open store; reads and
+    writes go on."""
+
+
+def rollback_check_off(directory: os.PathLike[str] | str, exc: OSError) -> RollbackCheckOff:
+    """The warning that ``directory`` (a state directory) refused ``exc``: its path and the
+    reason, nothing of the store's."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        reason = "it is not a directory"
+    else:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+    return RollbackCheckOff(
+        f"rollback detection is off: the state directory {shown(os.fspath(directory))} cannot "
+        f"record high-water marks ({reason}); reads and writes go on, but a rolled-back "
+        "repository would not be noticed. Make it a writable directory, or set "
+        "GITMEM_STATE_DIR to one"
+    )
+
+
+@contextlib.contextmanager
+def reporting_rollback_off(say: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, hand each distinct :class:`RollbackCheckOff` message to ``say`` once
+    (the command line's and the MCP server's own stderr line); other warnings as before."""
+    said: set[str] = set()
+    with warnings.catch_warnings():
+        show_other = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: object = None,
+            line: str | None = None,
+        ) -> None:
+            if not issubclass(category, RollbackCheckOff):
+                show_other(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+            elif str(message) not in said:
+                said.add(str(message))
+                say(str(message))
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", RollbackCheckOff)  # once per message: `said` counts
+        yield
 
 
 def file_system_refused(exc: OSError) -> StorageError:

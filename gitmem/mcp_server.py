@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from . import history
 from . import paths as memory_paths
 from ._version import __version__
-from .errors import GitMemError, UsageError, shown
+from .errors import GitMemError, UsageError, reporting_rollback_off, shown
 from .revisions import parse_time
 from .store import MemoryStore
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
@@ -425,7 +425,9 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
     # thread is running then, so it runs them soon whichever thread the signal came to.
     previous = [signal.signal(signum, stop) for signum in handled] if main_thread else []
     try:
-        anyio.run(main)
+        # On stderr through the log, never into the protocol stream on stdout.
+        with reporting_rollback_off(lambda text: _log.warning("gitmem mcp: warning: %s", text)):
+            anyio.run(main)
     finally:
         for signum, handler in zip(handled, previous, strict=False):
             signal.signal(signum, handler)

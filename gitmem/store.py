@@ -8,11 +8,11 @@ read, commit one encrypted record, and move the branch by compare-and-swap.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -37,6 +37,7 @@ from .errors import (
     UsageError,
     WrongKey,
     file_system_refused,
+    rollback_check_off,
     shown_repr,
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
@@ -161,10 +162,13 @@ class MemoryStore:
         self._meta_blob = None if found is None else found.blob
         # The last metadata blob found to be format 4 (see _upgrade_split).
         self._split_meta: str | None = None
+        self._warned_rollback_off = False
         if opts.check_rollback:
-            # A read-only state directory must not stop reading; it only records less.
-            with contextlib.suppress(OSError):
+            # A read-only state directory must not stop reading; it only records less, and says so.
+            try:
                 KnownStores(opts.state_dir).remember(repo.path, keys.store_id.hex())
+            except OSError as exc:
+                self._state_dir_refused(exc)
         self._head: Operation | None = None
         self.limits = opts.limits
         self.secrets: SecretPolicy = opts.secrets
@@ -496,8 +500,18 @@ class MemoryStore:
         against the mark already there, and the next read that can record it will.
         """
         assert self.high_water is not None
-        with contextlib.suppress(OSError):
+        try:
             self.high_water.advance(mark)
+        except OSError as exc:
+            self._state_dir_refused(exc)
+
+    def _state_dir_refused(self, exc: OSError) -> None:
+        """Warn (:class:`RollbackCheckOff`, once per store) that the state directory cannot
+        record marks: a safeguard that lapses must say so, not stop the reads it protects."""
+        if self._warned_rollback_off or self.high_water is None:
+            return
+        self._warned_rollback_off = True
+        warnings.warn(rollback_check_off(self.high_water.dir, exc), stacklevel=2)
 
     def contains(self, head: Operation | None, commit: str, seq: int) -> bool:
         """True when ``commit`` (of sequence number ``seq``) is ``head`` or one of its ancestors.
@@ -1297,8 +1311,7 @@ class MemoryStore:
         if op is not None:
             self.repo.wait_durable(durable)
             if self.high_water is not None:
-                with contextlib.suppress(OSError):
-                    self.high_water.advance(Mark(op.commit, op.seq))
+                self._advance(Mark(op.commit, op.seq))
         return keyring.epoch
 
     def _use_keyring(self, keyring: Keyring, meta: StoreMeta, meta_blob: str) -> None:

@@ -1258,8 +1258,10 @@ def test_a_read_only_state_directory_still_allows_reading(
         )
         _remount(mnt, "ro")
         try:
-            fresh = GitMemoryTool(repo_path, key=key, state_dir=state)
-            assert "1\tb\n" in fresh.call({"command": "view", "path": "/memories/b.md"})
+            # The head it could not record is said once, not silently dropped (RollbackCheckOff).
+            with pytest.warns(gitmem.RollbackCheckOff, match="Read-only file system"):
+                fresh = GitMemoryTool(repo_path, key=key, state_dir=state)
+                assert "1\tb\n" in fresh.call({"command": "view", "path": "/memories/b.md"})
             elsewhere = tmp_path / "copy.git"
             shutil.copytree(repo_path, elsewhere)  # a path this client has no record of
             result = CliRunner().invoke(
@@ -1268,6 +1270,7 @@ def test_a_read_only_state_directory_still_allows_reading(
                 env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)},
             )
             assert (result.exit_code, result.stdout) == (0, "a\n"), result.output
+            assert result.stderr.startswith("gitmem: warning: rollback detection is off")
         finally:
             _remount(mnt, "rw")
 
@@ -1287,5 +1290,6 @@ def test_a_state_directory_that_cannot_be_written_still_allows_reading(
         {"command": "create", "path": "/memories/new.md", "file_text": "new\n"}
     )
     monkeypatch.setattr(os, "open", read_only)
-    store = open_store(repo_path, key, state)
-    assert store.read_text("/memories/new.md") == "new\n"
+    with pytest.warns(gitmem.RollbackCheckOff):
+        store = open_store(repo_path, key, state)
+        assert store.read_text("/memories/new.md") == "new\n"
