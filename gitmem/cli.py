@@ -559,6 +559,11 @@ def rev_and_target(args: Sequence[str], option: str | None, what: str) -> tuple[
     if len(words) > 2:
         raise UsageError(f"too many arguments ({' '.join(words)}): give [REV] {what.upper()}")
     if what == "memory path" and len(words) == 2 and words[0].startswith("/"):
+        if words[1].startswith("/"):
+            # Two paths: no revision starts with "/", so the first is no misplaced revision.
+            raise UsageError(
+                f"give one memory path, not two ({shown_repr(words[0])} and {shown_repr(words[1])})"
+            )
         # `gitmem blame /memories/a.md HEAD`: said "The path HEAD is not allowed".
         raise UsageError(f"{shown_repr(words[1])} comes after a path: give revisions before paths")
     return one_rev(words[:-1], option), words[-1]

@@ -599,6 +599,13 @@ def test_a_revision_alone_is_not_taken_for_the_directory_or_path(gm: Gitmem, wor
             2,
             "gitmem: error: 'HEAD~1' comes after a path: give revisions before paths\n",
         ), command
+        # Two paths are not a path and a misplaced revision.
+        two = gm(command, "/memories/dir/n.md", "/memories/other.md")
+        assert (two.exit_code, two.stderr) == (
+            2,
+            "gitmem: error: give one memory path, not two ('/memories/dir/n.md' and "
+            "'/memories/other.md')\n",
+        ), command
     assert gm.ok("export", "./HEAD").startswith("Exported ")
     assert (work / "HEAD").is_dir()
 
