@@ -534,6 +534,17 @@ def split_revs_and_paths(args: Sequence[str], max_revs: int) -> tuple[list[str],
     return revs, found
 
 
+def _typo_hint(store: MemoryStore, paths: Sequence[MemoryPath]) -> str:
+    """`` (did you mean X?)`` for the first path missing at the head that resembles a file there."""
+    snapshot = store.snapshot()
+    for path in paths:
+        if snapshot.lookup(path) is None:
+            near = history.similar_file(snapshot, path)
+            if near is not None:
+                return f" (did you mean {shown(str(near))}?)"
+    return ""
+
+
 def one_rev(positional: Sequence[str], option: str | None) -> str | None:
     """The revision given as ``REV`` or as ``--rev REV`` (the same one if both)."""
     given = {*positional, *([option] if option is not None else [])}
@@ -783,8 +794,7 @@ def _time_option(name: str, text: str) -> Callable[[F], F]:
     "command_name",
     metavar="CMD",
     shell_complete=complete_command,
-    help="Only operations of this command (create, str_replace, insert, delete, rename, "
-    "restore, import, expire).",
+    help=f"Only operations of this command ({', '.join(history.COMMANDS)}).",
 )
 @_time_option("--since", "Only operations at or after TIME (ISO 8601, or 90m, 2h, 3d, 1w ago).")
 @_time_option("--until", "Only operations at or before TIME.")
@@ -830,7 +840,10 @@ def log(
     # and not an empty page.
     first = next(found, None)
     if first is None:
-        note("no operations match" if store.head() is not None else "the store has no history")
+        if store.head() is None:
+            note("the store has no history")
+        else:
+            note("no operations match" + _typo_hint(store, paths))
         return
     ops = chain([first], found)
     head = store.head_operation()

@@ -367,12 +367,25 @@ def cat(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> str
     path = as_path(path)
     snapshot = store.snapshot(rev)
     node = snapshot.lookup(path)
-    where = "" if rev is None else f" at {rev}"
     if node is None:
-        raise NotFound(f"{path} does not exist{where}")
+        raise _missing_file(snapshot, path, rev)
     if node.kind != KIND_FILE:
         raise NotAFile(str(path))
     return decode_text(store.codec.read_file(node.oid), path)
+
+
+def similar_file(snapshot: Snapshot, path: MemoryPath) -> MemoryPath | None:
+    """The file of ``snapshot`` whose path most resembles ``path`` (a typo's target), if any."""
+    files = {str(p): p for p in snapshot.files()}
+    close = difflib.get_close_matches(str(path), list(files), n=1, cutoff=0.8)
+    return files[close[0]] if close else None
+
+
+def _missing_file(snapshot: Snapshot, path: MemoryPath, rev: str | None) -> NotFound:
+    where = "" if rev is None else f" at {rev}"
+    near = similar_file(snapshot, path)
+    hint = "" if near is None else f" (did you mean {near}?)"
+    return NotFound(f"{path} does not exist{where}{hint}")
 
 
 # -- blame ----------------------------------------------------------------------------------
@@ -413,9 +426,10 @@ def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> l
     if start is None:
         raise NotFound(f"{path} does not exist: the memory is empty")
     op = store.operation(start)
-    node = Snapshot(store.codec, op.tree).lookup(path)
+    snapshot = Snapshot(store.codec, op.tree)
+    node = snapshot.lookup(path)
     if node is None:
-        raise NotFound(f"{path} does not exist" + ("" if rev is None else f" at {rev}"))
+        raise _missing_file(snapshot, path, rev)
     if node.kind != KIND_FILE:
         raise NotAFile(str(path))
     lines = decode_text(store.codec.read_file(node.oid), path).split("\n")

@@ -27,6 +27,7 @@ from .errors import (
     ConflictError,
     GitMemError,
     IntegrityError,
+    KeyMissing,
     NoStore,
     NotAFile,
     NotFound,
@@ -222,7 +223,16 @@ class MemoryStore:
     ) -> MemoryStore:
         if create and cls.vacant(target):
             cls._refuse_vanished(target, opts)
-            return cls._create(target, resolve_credential(key, passphrase, None), opts)
+            try:
+                credential = resolve_credential(key, passphrase, None)
+            except KeyMissing as exc:
+                # Most often a mistyped path: say first that nothing is there to open.
+                raise KeyMissing(
+                    f"no gitmem store at {target}, and no key to create one with: {exc}",
+                    searched=exc.searched,
+                    key_file=exc.key_file,
+                ) from None
+            return cls._create(target, credential, opts)
         if not GitRepo.exists(target):
             if create:
                 raise NoStore(f"{target} exists and is not a gitmem store")

@@ -267,6 +267,17 @@ def test_missing_key_names_every_source_tried(gm: Gitmem) -> None:
     assert info.value.key_file == per_user
 
 
+def test_a_mistyped_store_path_says_no_store_is_there(gm: Gitmem, tmp_path: Path) -> None:
+    # The per-user key file of the real store exists; the typo names a path with nothing there.
+    typo = tmp_path / "stroe.git"
+    with pytest.raises(KeyMissing) as info:
+        GitMemoryTool(typo)
+    assert str(info.value).startswith(
+        f"no gitmem store at {typo}, and no key to create one with: no key given: pass key=..."
+    )
+    assert not typo.exists()
+
+
 def test_json_error_keys_are_in_the_documented_order(gm: Gitmem) -> None:
     result = gm("show", "nosuch", "--json")
     assert result.stderr == (
@@ -483,3 +494,44 @@ def test_a_relative_gitmem_directory_is_refused(
         "there would not be found from another working directory; set it to an absolute path\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# -- a misspelled memory path ---------------------------------------------------------------
+
+
+def test_a_misspelled_path_names_the_file_it_resembles(gm: Gitmem) -> None:
+    # The head holds /memories/dir/n.md; HEAD~5 still held /memories/notes.md.
+    cat = gm("cat", "/memories/dir/m.md")
+    assert (cat.exit_code, cat.stdout) == (1, "")
+    assert cat.stderr == (
+        "gitmem: error: /memories/dir/m.md does not exist (did you mean /memories/dir/n.md?)\n"
+    )
+    old = gm("cat", "HEAD~5", "/memories/note.md")
+    assert old.stderr == (
+        "gitmem: error: /memories/note.md does not exist at HEAD~5 "
+        "(did you mean /memories/notes.md?)\n"
+    )
+    blame = gm("blame", "/memories/dir/nn.md")
+    assert (blame.exit_code, blame.stderr) == (
+        1,
+        "gitmem: error: /memories/dir/nn.md does not exist (did you mean /memories/dir/n.md?)\n",
+    )
+    log = gm("log", "/memories/dir/m.md")
+    assert (log.exit_code, log.stdout, log.stderr) == (
+        0,
+        "",
+        "gitmem: no operations match (did you mean /memories/dir/n.md?)\n",
+    )
+    # Nothing alike: no guess.
+    far = gm("cat", "/memories/zzzzzz.txt")
+    assert far.stderr == "gitmem: error: /memories/zzzzzz.txt does not exist\n"
+
+
+def test_log_help_lists_every_command_a_record_can_name() -> None:
+    code, out, _ = invoke("log", "--help")
+    assert code == 0
+    folded = " ".join(out.split())
+    assert (
+        "(create, str_replace, insert, delete, rename, restore, import, expire, keys, merge)"
+        in (folded)
+    )
