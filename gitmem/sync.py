@@ -393,7 +393,9 @@ def clone(
         repo.create_ref(META_REF, found.blob)
         if BRANCH in fetched:
             repo.create_ref(BRANCH, fetched[BRANCH])
-        store = MemoryStore.open(target, key, options=options)
+        # A clone into a missing or empty path is the user saying what belongs there: a store
+        # this client once knew at that path was deleted, and is not the one to insist on.
+        store = MemoryStore.open(target, key, options=options, accept_store=True)
         head = store.head_operation()
         repo.add_remote(DEFAULT_REMOTE, clean)
         marks = _remote_mark(store, clean)

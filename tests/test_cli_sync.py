@@ -130,3 +130,23 @@ def test_a_local_remote_where_there_is_no_repository_says_so(
         assert (code, out) == (10, ""), args
         assert err == f"gitmem: error: cannot reach the remote {target}: no git repository there\n"
     assert not (tmp_path / "c.git").exists() and not (tmp_path / "none.git").exists()
+
+
+def test_a_clone_into_the_path_of_a_deleted_store_makes_the_replica(
+    setup: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    a, origin, env = setup
+    assert run(env, "--repo", str(a), "push", str(origin))[0] == 0
+    # This client once used another store at x.git (and at the empty directory y.git).
+    x, y = tmp_path / "x.git", tmp_path / "y.git"
+    for path in (x, y):
+        assert run(env, "init", str(path))[0] == 0
+        MemoryStore.open(path, env["GITMEM_KEY"]).create(parse("/memories/old.md"), "old\n")
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    y.mkdir()
+    for path in (x, y):
+        code, out, err = run(env, "clone", str(origin), str(path))
+        assert (code, err) == (0, ""), err
+        assert out.startswith(f"Cloned store {MemoryStore.open(a, env['GITMEM_KEY']).store_id} ")
+        code, out, err = run(env, "--repo", str(path), "cat", "/memories/notes.md")
+        assert (code, out, err) == (0, "1\n2\n3\n", "")
