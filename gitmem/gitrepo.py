@@ -2378,6 +2378,11 @@ def _interruptible(callbacks: _Callbacks) -> Iterator[None]:
     signal.signal(signal.SIGINT, note)
     try:
         yield
+    except Exception:
+        # The signal also cuts short the system call libgit2 was waiting in, which libgit2
+        # reports as its own failure ("Interrupted system call"): the Ctrl-C is the cause.
+        if not callbacks.interrupted:
+            raise
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if callbacks.interrupted:  # after the last callback: as if it came just after the transfer

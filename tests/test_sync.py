@@ -5,11 +5,14 @@ The same scenarios over ``git daemon`` and smart HTTP are in ``test_sync_servers
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -351,3 +354,65 @@ def test_push_to_a_project_repository_after_a_refused_pull_is_not_called_forged(
             action(str(project))
     assert first.head() == head and first.verify().ok
     assert git("-C", str(project), "log", "--format=%s") == "x"
+
+
+def _sigint_when_waiting(pid: int) -> Callable[[], None]:
+    """A proxy pause that sends SIGINT to process ``pid`` once it waits in a read for more."""
+
+    def interrupt() -> None:
+        syscall = Path(f"/proc/{pid}/syscall")
+        deadline = time.monotonic() + 30
+        while os.access(syscall, os.R_OK) and time.monotonic() < deadline:
+            with contextlib.suppress(OSError, IndexError):
+                if syscall.read_text().split()[0] in ("0", "7", "23", "45", "270", "271"):
+                    break
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+
+    return interrupt
+
+
+@pytest.mark.parametrize("command", ["clone", "pull"])
+def test_ctrl_c_during_a_cli_transfer_says_interrupted(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str, command: str
+) -> None:
+    # cli.md: a Ctrl-C ends any command with "gitmem: error: interrupted", exit code 130.
+    # libgit2's read cut short by the signal failed first with "Interrupted system call", which
+    # was reported as an unreachable remote (exit 10).
+    def many(head: Operation | None, tree: TreeEditor) -> Change[None]:
+        for i in range(2000):
+            tree.put_file(parse(f"/memories/d{i % 20}/f{i}.md"), f"{i}\n".encode() * 40)
+        return Change(("/memories",), None)
+
+    first.write("import", many)
+    first.push()
+    target = tmp_path / "c.git"
+    env = {**os.environ, "GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "s")}
+    if command == "pull":
+        empty = MemoryStore.init(tmp_path / "b.git", key, state_dir=tmp_path / "s")
+        empty.close()
+    pid: list[int] = []
+    args = (
+        ["clone", "URL/origin.git", str(target)]
+        if command == "clone"
+        else ["--repo", str(tmp_path / "b.git"), "pull", "URL/origin.git"]
+    )
+    with (
+        git_daemon(tmp_path) as daemon,
+        pausing_proxy(daemon, 64 * 1024, lambda: _sigint_when_waiting(pid[0])()) as url,
+    ):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gitmem", *(a.replace("URL", url) for a in args)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # Python's own SIGINT handler, even where the tests run with SIGINT ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        pid.append(proc.pid)
+        out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (130, b"", b"gitmem: error: interrupted\n")
+    if command == "clone":
+        assert not target.exists()
+    else:
+        assert MemoryStore.open(tmp_path / "b.git", key, state_dir=tmp_path / "s").head() is None
