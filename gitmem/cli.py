@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -57,6 +58,7 @@ from .keysource import (
     read_key_file,
     write_key_file,
 )
+from .options import check_session_label
 from .paths import MemoryPath
 from .render import plural
 from .revisions import SESSION_PREFIX, parse_time
@@ -145,6 +147,20 @@ def new_passphrase() -> str:
 def cli_session() -> str:
     """The session label of changes made from the command line."""
     return os.environ.get("GITMEM_SESSION") or "cli"
+
+
+def merge_session() -> str:
+    """The session label of merges made from the command line: ``GITMEM_SESSION``, or
+    ``cli@HOST``, so that a merged history shows which machine joined the lines."""
+    if os.environ.get("GITMEM_SESSION"):
+        return cli_session()
+    host = socket.gethostname().split(".", 1)[0]
+    label = f"cli@{host}"
+    try:
+        check_session_label(label)
+    except UsageError:
+        return "cli"
+    return label if host else "cli"
 
 
 def error_message(exc: GitMemError, state: CliState | None) -> str:
@@ -801,6 +817,11 @@ def _time_option(name: str, text: str) -> Callable[[F], F]:
 @click.option(
     "-n", "--max-count", type=click.IntRange(min=0), metavar="N", help="Show at most N operations."
 )
+@click.option(
+    "--first-parent",
+    is_flag=True,
+    help="Follow only the first parent of each merge: this replica's own line.",
+)
 @click.option("--stat", is_flag=True, help="Add the lines added and removed per file.")
 @click.option("-p", "--patch", is_flag=True, help="Add the decrypted unified diff.")
 @json_option
@@ -814,14 +835,17 @@ def log(
     since: str | None,
     until: str | None,
     max_count: int | None,
+    first_parent: bool,
     stat: bool,
     patch: bool,
     as_json: bool,
 ) -> None:
     """Show the memory's history, newest first: one operation per line.
 
-    Starts at REV (default: HEAD). With PATHs, only operations that touched them (or anything
-    below them), following renames back to earlier names. A session or command that matches
+    Newest first by recorded time, never an operation before one made on top of it, so merged
+    replicas' work reads as it happened. Starts at REV (default: HEAD). With PATHs, only
+    operations that touched them (or anything below them), following renames back to earlier
+    names. A session or command that matches
     nothing is an error; a filter that finds nothing says so on stderr.
     """
     revs, paths = split_revs_and_paths(args, 1)
@@ -835,6 +859,7 @@ def log(
         since=None if since is None else parse_time(since),
         until=None if until is None else parse_time(until),
         max_count=max_count,
+        first_parent=first_parent,
     )
     # The first match is looked for before any output, so that an unknown session is an error
     # and not an empty page.
@@ -1402,7 +1427,7 @@ def push(state: CliState, remote_name: str, as_json: bool) -> None:
 @pass_state
 def pull(state: CliState, remote_name: str, as_json: bool) -> None:
     """Fetch REMOTE's commits and fast-forward, or merge them in (conflicts kept as siblings)."""
-    _sync_report(state.store().pull(remote_name), as_json)
+    _sync_report(state.store(merge_session()).pull(remote_name), as_json)
 
 
 @main.command()
@@ -1411,7 +1436,7 @@ def pull(state: CliState, remote_name: str, as_json: bool) -> None:
 @pass_state
 def sync(state: CliState, remote_name: str, as_json: bool) -> None:
     """Pull from REMOTE (merging divergent work), then push: both end at the same head."""
-    _sync_report(state.store().sync(remote_name), as_json)
+    _sync_report(state.store(merge_session()).sync(remote_name), as_json)
 
 
 @main.command()

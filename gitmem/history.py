@@ -110,8 +110,12 @@ def log(
     since: datetime | None = None,
     until: datetime | None = None,
     max_count: int | None = None,
+    first_parent: bool = False,
 ) -> Iterator[Operation]:
     """Operations reachable from ``rev`` (default: the head), newest first, filtered.
+
+    Newest first is by recorded time, never a parent before its child (see
+    :meth:`MemoryStore.log`); ``first_parent`` follows only each merge's first parent.
 
     ``paths`` keeps operations touching one of them (or anything below or above them) and
     follows renames: before an operation that moved a tracked path (or moved something into a
@@ -130,12 +134,12 @@ def log(
         raise UsageError(f"max_count must be 0 or more, not {shown_int(max_count)}")
     since = None if since is None else check_moment("since", since)
     until = None if until is None else check_moment("until", until)
-    return _log(store, rev, as_paths(paths), session, command, since, until, max_count)
+    ops = store.log(rev, first_parent=first_parent)
+    return _log(ops, as_paths(paths), session, command, since, until, max_count)
 
 
 def _log(
-    store: MemoryStore,
-    rev: str | None,
+    ops: Iterator[Operation],
     tracked: list[MemoryPath],
     session: str | None,
     command: str | None,
@@ -147,7 +151,7 @@ def _log(
         return
     shown = 0
     session_seen = session is None
-    for op in store.log(rev):
+    for op in ops:
         session_seen = session_seen or op.session == session
         if tracked:
             touched, tracked = _follow(op, tracked)
@@ -376,8 +380,10 @@ def cat(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> str
 
 def similar_file(snapshot: Snapshot, path: MemoryPath) -> MemoryPath | None:
     """The file of ``snapshot`` whose path most resembles ``path`` (a typo's target), if any."""
-    files = {str(p): p for p in snapshot.files()}
-    close = difflib.get_close_matches(str(path), list(files), n=1, cutoff=0.8)
+    # Compared below /memories/, whose shared prefix would make any two paths look alike.
+    files = {str(p).removeprefix("/memories/"): p for p in snapshot.files()}
+    wanted = str(path).removeprefix("/memories/")
+    close = difflib.get_close_matches(wanted, list(files), n=1, cutoff=0.8)
     return files[close[0]] if close else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -150,3 +151,35 @@ def test_a_clone_into_the_path_of_a_deleted_store_makes_the_replica(
         assert out.startswith(f"Cloned store {MemoryStore.open(a, env['GITMEM_KEY']).store_id} ")
         code, out, err = run(env, "--repo", str(path), "cat", "/memories/notes.md")
         assert (code, out, err) == (0, "1\n2\n3\n", "")
+
+
+def test_a_cli_merge_is_labelled_with_the_merging_machine(
+    setup: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    a, origin, env = setup
+    assert run(env, "--repo", str(a), "push", str(origin))[0] == 0
+    b = tmp_path / "b.git"
+    assert run(env, "clone", str(origin), str(b))[0] == 0
+    MemoryStore.open(a, env["GITMEM_KEY"]).create(parse("/memories/a.md"), "a\n")
+    MemoryStore.open(b, env["GITMEM_KEY"]).create(parse("/memories/b.md"), "b\n")
+    assert run(env, "--repo", str(a), "push", str(origin))[0] == 0
+    host = socket.gethostname().split(".", 1)[0]
+    code, _, err = run(env, "--repo", str(b), "pull", str(origin))
+    assert (code, err) == (0, "")
+    code, out, _ = run(env, "--repo", str(b), "log", "-n", "1", "--json")
+    assert (json.loads(out)["session"], json.loads(out)["command"]) == (f"cli@{host}", "merge")
+    # GITMEM_SESSION names it as it names every other change from the command line.
+    MemoryStore.open(a, env["GITMEM_KEY"]).create(parse("/memories/a2.md"), "a\n")
+    MemoryStore.open(b, env["GITMEM_KEY"]).create(parse("/memories/b2.md"), "b\n")
+    assert run(env, "--repo", str(a), "push", str(origin))[0] == 0
+    labelled = {**env, "GITMEM_SESSION": "desktop"}
+    assert run(labelled, "--repo", str(b), "sync", str(origin))[0] == 0
+    code, out, _ = run(env, "--repo", str(b), "log", "--first-parent", "--json")
+    mine = [(json.loads(line)["session"], json.loads(line)["paths"]) for line in out.splitlines()]
+    assert [paths for _, paths in mine[1:]] == [
+        ["/memories/b2.md"],
+        ["/memories/a.md"],
+        ["/memories/b.md"],
+        ["/memories/notes.md"],
+    ]
+    assert mine[0][0] == "desktop"

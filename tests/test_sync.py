@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 from helpers_git_servers import git_daemon, pausing_proxy
+from test_history import FakeClock
 
-from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key
+import gitmem.store
+from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key, history
 from gitmem.errors import DifferentStore, NotAStoreRemote, PushRejected, RemoteError, UsageError
 from gitmem.gitrepo import BRANCH
 from gitmem.paths import parse
@@ -416,3 +418,40 @@ def test_ctrl_c_during_a_cli_transfer_says_interrupted(
         assert not target.exists()
     else:
         assert MemoryStore.open(tmp_path / "b.git", key, state_dir=tmp_path / "s").head() is None
+
+
+def test_a_merged_history_reads_newest_first_by_time(
+    origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The laptop works in the morning, the desktop in the afternoon, then the desktop merges:
+    # by sequence number the two lines interleaved (4 laptop, 4 desktop, 3 laptop, ...).
+    monkeypatch.setattr(gitmem.store, "time", FakeClock())
+    laptop = MemoryStore.init(tmp_path / "l.git", key, state_dir=tmp_path / "sl", session="laptop")
+    write(laptop, "base.md", "base\n")
+    laptop.add_remote("origin", str(origin))
+    laptop.push()
+    desktop = MemoryStore.clone(
+        str(origin), tmp_path / "d.git", key, state_dir=tmp_path / "sd", session="desktop"
+    )
+    for store, name in ((laptop, "l"), (desktop, "d")):
+        for i in (1, 2, 3):
+            write(store, f"{name}{i}.md", f"{i}\n")
+    laptop.push()
+    assert desktop.sync().action == "merged+pushed"
+    ops = [(op.session, op.command, op.paths) for op in desktop.log()]
+    assert ops == [
+        ("desktop", "merge", tuple(f"/memories/l{i}.md" for i in (1, 2, 3))),
+        *[("desktop", "create", (f"/memories/d{i}.md",)) for i in (3, 2, 1)],
+        *[("laptop", "create", (f"/memories/l{i}.md",)) for i in (3, 2, 1)],
+        ("laptop", "create", ("/memories/base.md",)),
+    ], ops
+    times = [op.record.time for op in desktop.log()]
+    assert times[1:] == sorted(times[1:], reverse=True)
+    # The merging replica's own line: its first parent at each merge.
+    mine = [op.paths for op in desktop.log(first_parent=True)]
+    assert mine == [
+        ops[0][2],
+        *[(f"/memories/d{i}.md",) for i in (3, 2, 1)],
+        ("/memories/base.md",),
+    ]
+    assert [op.paths for op in history.log(desktop, first_parent=True)] == mine
