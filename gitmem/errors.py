@@ -196,6 +196,13 @@ class RemoteError(GitMemError):
     exit_code = 10
 
 
+class HostKeyRefused(RemoteError):
+    """An ssh host's key is not the one ``~/.ssh/known_hosts`` holds, or the host is not there.
+
+    Nothing was sent to it.
+    """
+
+
 class PushRejected(RemoteError):
     """The remote has commits this replica lacks; pull (or sync) first. Nothing was discarded."""
 

@@ -38,7 +38,7 @@ from pygit2.enums import (
     RepositoryOpenFlag,
 )
 
-from . import forksafe, wal
+from . import forksafe, knownhosts, wal
 from .errors import (
     ConflictError,
     FormatLimitExceeded,
@@ -1427,7 +1427,7 @@ class GitRepo:
         Raises :class:`RemoteError` when it cannot be reached or refuses the credentials.
         """
         remote = self._anonymous(url)
-        callbacks = _Callbacks()
+        callbacks = _Callbacks(url)
         with _remote_errors(url, callbacks):
             heads = remote.list_heads(callbacks=callbacks)
         return {str(h.name): str(h.oid) for h in heads if not str(h.name).endswith("^{}")}
@@ -1462,7 +1462,7 @@ class GitRepo:
             if head is not None:
                 staging.references.create(BRANCH, pygit2.Oid(hex=head))
             remote = staging.remotes.create_anonymous(url)
-            callbacks = _Callbacks()
+            callbacks = _Callbacks(url)
             specs = [f"+{ref}:refs/gitmem/fetched/{i}" for i, ref in enumerate(refs)]
             with _remote_errors(url, callbacks):
                 remote.fetch(specs, callbacks=callbacks, message="gitmem")
@@ -1510,7 +1510,7 @@ class GitRepo:
             raise ValueError("gitmem never force-pushes")
         self.publish(lock_timeout)
         remote = self._anonymous(url)
-        callbacks = _Callbacks()
+        callbacks = _Callbacks(url)
         with _remote_errors(url, callbacks):
             remote.push(refspecs, callbacks=callbacks)
         if callbacks.rejected:
@@ -2285,11 +2285,27 @@ class _Callbacks(pygit2.RemoteCallbacks):
     again after a refusal, and a second offer of the same would loop.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, url: str) -> None:
         super().__init__()
         self.rejected: list[tuple[str, str]] = []
         self._offered: set[str] = set()
         self.interrupted = False
+        self._url = url
+        # libgit2 reads ~/.ssh/known_hosts below the home it found when it started: make it
+        # the one knownhosts reads, the user's home now.
+        pygit2.settings.homedir = str(knownhosts.known_hosts_file().parent.parent)
+
+    def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
+        """ssh: the host key must be the one ``~/.ssh/known_hosts`` holds (libgit2 checks,
+        ``valid``; pygit2 would accept any); https: the TLS library's verdict, as before."""
+        if knownhosts.ssh_host(self._url) is None:
+            raise pygit2.Passthrough
+        if valid:
+            return True
+        why = knownhosts.refused(self._url)
+        if why is not None:
+            raise why
+        return True
 
     # libgit2 calls these many times a second during a transfer: where an interrupt that
     # _interruptible noted stops it (raised here, inside pygit2's wrapper, it aborts libgit2's

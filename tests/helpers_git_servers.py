@@ -1,13 +1,15 @@
-"""Real git servers on 127.0.0.1 for sync tests: ``git daemon`` and smart HTTP (``http-backend``).
+"""Real git servers on 127.0.0.1 for sync tests: ``git daemon``, smart HTTP (``http-backend``)
+and ``sshd``.
 
-Both are started and stopped by the tests that use them, serve only a temporary directory, and
-listen on loopback only.
+Each is started and stopped by the tests that use it, serves only a temporary directory, and
+listens on loopback only.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import getpass
 import os
 import shutil
 import socket
@@ -15,8 +17,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 GIT_CORE = Path("/usr/lib/git-core")
 
@@ -248,3 +253,62 @@ def all_object_bytes(repo: Path) -> list[bytes]:
         check=True,
     ).stdout
     return [out]
+
+
+SSHD = Path("/usr/sbin/sshd")
+
+
+@dataclass(frozen=True)
+class SshServer:
+    """An ``sshd`` on 127.0.0.1: ``url(path)`` reaches a repository, ``host_key`` is its public
+    key as ``TYPE BASE64``, ``user_key`` the private key it lets in (``GITMEM_SSH_KEY``)."""
+
+    port: int
+    host_key: str
+    user_key: Path
+
+    def url(self, path: Path) -> str:
+        return f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}{path}"
+
+    @property
+    def pattern(self) -> str:
+        return f"[127.0.0.1]:{self.port}"
+
+
+@contextlib.contextmanager
+def sshd(root: Path) -> Iterator[SshServer]:
+    """``sshd`` with its own host key and config in ``root``, on loopback only, letting in one
+    key of its own (for the user running the tests); stopped on exit."""
+    if not SSHD.is_file():
+        if os.environ.get("CI"):
+            raise RuntimeError("sshd is missing: .ci/run installs openssh-server")
+        pytest.skip("sshd is missing (apt-get install openssh-server)")
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("host_key", "user_key"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True
+        )
+    shutil.copy(root / "user_key.pub", root / "authorized_keys")
+    os.chmod(root / "authorized_keys", 0o600)
+    port = free_port()
+    (root / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\nPidFile {root / 'sshd.pid'}\n"
+        "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PermitRootLogin prohibit-password\n"
+    )
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+    with open(root / "sshd.log", "wb") as log:
+        proc = subprocess.Popen(
+            [str(SSHD), "-D", "-e", "-f", str(root / "sshd_config")],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        _wait_for_port(port, proc)
+        host_key = " ".join((root / "host_key.pub").read_text().split()[:2])
+        yield SshServer(port, host_key, root / "user_key")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

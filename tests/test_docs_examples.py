@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from anthropic.lib.tools import ToolError
 from docex import Context, compare, evaluate, parse, run_document, run_shell
+from helpers_git_servers import sshd
 from test_docs_cli import _all_error_classes
 from test_history import built_once
 
@@ -35,6 +36,7 @@ import gitmem.paths
 from gitmem.crypto import decode_key
 from gitmem.demo.progress_log import run_store_demo
 from gitmem.keysource import user_key_path, write_key_file
+from gitmem.knownhosts import known_hosts_file, refused
 from gitmem.limits import LimitExceeded
 
 DOCUMENTS = [
@@ -194,6 +196,22 @@ def second_machine(shown: str, context: Context) -> None:
         context.env = first
 
 
+def unknown_ssh_host(shown: str, context: Context) -> None:
+    """docs/sync.md's refusal of an ssh host missing from known_hosts, from a real sshd on
+    127.0.0.1 (its name, port, key and the known_hosts path aside)."""
+    with sshd(context.directory / "sshd") as server:
+        why = refused(server.url(Path("/memory.git")))
+    assert why is not None
+    message = (
+        str(why)
+        .replace(server.pattern, "[git.example.org]:2222")
+        .replace(f"-p {server.port} 127.0.0.1", "-p 2222 git.example.org")
+        .replace(str(known_hosts_file()), "/home/me/.ssh/known_hosts")
+    )
+    message = re.sub(r"SHA256:[A-Za-z0-9+/]+", "SHA256:...", message)
+    assert f"gitmem: error: {message}" == shown.strip()
+
+
 def mcp_store(context: Context, built: tuple[Path, str]) -> None:
     """The store docs/mcp.md's Python client serves, in its working directory."""
     gitmem.init_store(context.directory / "agent-memory.git").store.close()
@@ -338,6 +356,7 @@ CHECKS = {
     "conflict-view": conflict_view,
     "conflict-log": conflict_log,
     "second-machine": second_machine,
+    "unknown-ssh-host": unknown_ssh_host,
 }
 
 
