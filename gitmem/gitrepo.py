@@ -1512,7 +1512,14 @@ class GitRepo:
         remote = self._anonymous(url)
         callbacks = _Callbacks(url)
         with _remote_errors(url, callbacks):
-            remote.push(refspecs, callbacks=callbacks)
+            try:
+                remote.push(refspecs, callbacks=callbacks)
+            except pygit2.GitError as exc:
+                # The remote's branch moved since it was listed (another replica pushed):
+                # libgit2 refuses before sending, as the remote would have.
+                if _NOT_FAST_FORWARD not in str(exc):
+                    raise
+                callbacks.rejected.append((BRANCH, "not a fast-forward"))
         if callbacks.rejected:
             ref, why = callbacks.rejected[0]
             raise PushRejected(
@@ -2357,6 +2364,10 @@ class _Callbacks(pygit2.RemoteCallbacks):
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message is not None:
             self.rejected.append((refname, message))
+
+
+# libgit2's message for a push whose remote ref holds commits this repository lacks.
+_NOT_FAST_FORWARD = "contains commits that are not present locally"
 
 
 @contextlib.contextmanager

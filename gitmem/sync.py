@@ -117,13 +117,21 @@ def _remote_mark(store: MemoryStore, url: str) -> HighWater | None:
     return HighWater(store.store_id, store.options.state_dir, remote=url)
 
 
+def _seen(marks: HighWater | None) -> Mark | None:
+    """This client's mark of a remote, read before this process asks the remote anything.
+
+    Other processes of this client (sharing its state directory) advance the mark as they
+    push and pull, at any moment: compared with the mark read after the fetch, the head this
+    process fetched would look rewound when another one had pushed meanwhile.
+    """
+    return None if marks is None else marks.read()
+
+
 def _check_remote_head(
-    store: MemoryStore, marks: HighWater | None, op: Operation | None, url: str
+    store: MemoryStore, mark: Mark | None, op: Operation | None, url: str
 ) -> None:
-    """Refuse a remote head that went back from what this client last saw of that remote."""
-    if marks is None:
-        return
-    mark = marks.read()
+    """Refuse a remote head that went back from ``mark``, what this client had seen of that
+    remote before this process fetched it (see :func:`_seen`)."""
     if mark is None or (op is not None and op.commit == mark.commit):
         return
     if op is None or op.seq <= mark.seq or not store.contains(op, mark.commit, mark.seq):
@@ -161,6 +169,7 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     """
     label, url = resolve_remote(store.repo, remote)
     marks = _remote_mark(store, url)
+    seen = _seen(marks)
     repo = store.repo
     publish_local_remote(url, store.lock_timeout)
     heads = repo.list_remote(url)
@@ -178,7 +187,7 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     if theirs is not None:
         # As for a local head: refused before it can become the branch or a merge's parent.
         store.check_epoch(theirs)
-    _check_remote_head(store, marks, theirs, url)
+    _check_remote_head(store, seen, theirs, url)
     result = _integrate(store, label, url, theirs, their_meta)
     if marks is not None and theirs is not None:
         marks.advance(Mark(theirs.commit, theirs.seq))
@@ -296,6 +305,7 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     """Send this replica's branch to ``remote`` (never forced; the local store is not locked)."""
     label, url = resolve_remote(store.repo, remote)
     marks = _remote_mark(store, url)
+    seen = _seen(marks)
     repo = store.repo
     head = store.head_operation()
     # A push into a local store moves its ref file, which its unpublished log would override.
@@ -320,7 +330,7 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
             # left here by a refused pull, would fail authentication as if forged).
             _identify(store, remote_head, None, url)
         theirs = store.read_operation(remote_head)
-    _check_remote_head(store, marks, theirs, url)
+    _check_remote_head(store, seen, theirs, url)
     if (
         theirs is not None
         and head is not None

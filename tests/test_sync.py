@@ -455,3 +455,52 @@ def test_a_merged_history_reads_newest_first_by_time(
         ("/memories/base.md",),
     ]
     assert [op.paths for op in history.log(desktop, first_parent=True)] == mine
+
+
+def test_a_push_that_loses_a_race_is_a_rejection_that_sync_retries(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    # The remote's branch moves between this replica's listing of it and its push: libgit2
+    # refuses the push itself, which read as an unreachable remote (RemoteError, exit 10).
+    second = clone(first, origin, tmp_path, key, "b")
+    write(first, "a.md", "a\n")
+    write(second, "b.md", "b\n")
+    real = first.repo.push
+    pushed: list[str | None] = [None]
+
+    def racing(url: str, specs: list[str], lock_timeout: float = 30.0) -> None:
+        if second.head() != pushed[-1]:  # the other replica pushes its new work first
+            second.push()
+            pushed.append(second.head())
+        real(url, specs, lock_timeout)
+
+    first.repo.push = racing  # type: ignore[method-assign, assignment]
+    with pytest.raises(PushRejected, match="it has commits this replica lacks; pull or sync"):
+        first.push()
+    write(second, "b2.md", "b\n")
+    assert first.sync().action == "merged+pushed"
+    assert set(first.files()) >= {f"/memories/{n}.md" for n in ("a", "b", "b2")}
+
+
+def test_another_process_pushing_during_a_pull_is_no_rollback(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    # Two agents on one machine share the state directory, so one's push moves the mark of the
+    # remote between the other's fetch and its check: that was reported as a rewound remote.
+    shared = tmp_path / "state-a"
+    second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=shared)
+    write(second, "b.md", "b\n")
+    real = first.repo.fetch
+    pushed: list[str | None] = [None]
+
+    def fetched_then_overtaken(url: str, refs: list[str]) -> dict[str, str]:
+        found = real(url, refs)
+        if second.head() != pushed[-1]:
+            second.push()
+            pushed.append(second.head())
+        return found
+
+    first.repo.fetch = fetched_then_overtaken  # type: ignore[method-assign]
+    for action in (first.pull, first.sync):
+        action()
+    assert "/memories/b.md" in first.files()
