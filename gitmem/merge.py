@@ -1,5 +1,9 @@
 """Merging two divergent heads of one store, path by path and line by line, losing nothing.
 
+A file both sides changed is merged line by line; where that conflicts, each side's exact edits
+are applied together (neighbouring lines ticked on two machines both stay ticked); only edits
+of the same text on both sides make a conflict sibling.
+
 The merge works on decrypted text in memory and writes its result through the tree codec like
 any other write, so plaintext never reaches the object database. The rules (``docs/design.md``,
 "Merge commits") depend only on the three states and the two head ids, never on which side is
@@ -8,6 +12,7 @@ local, so replicas that merge the same heads get the same tree and converge.
 
 from __future__ import annotations
 
+import difflib
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +118,61 @@ def merge_text(base: str, first: str, second: str) -> str | None:
     return "".join(out)
 
 
+@dataclass(frozen=True, order=True)
+class _Edit:
+    """One exact edit of the base's lines: ``base[start:end]`` becomes ``lines``."""
+
+    start: int
+    end: int
+    side: int
+    lines: tuple[str, ...]
+
+
+def _edits(base: list[str], text: list[str], side: int) -> list[_Edit]:
+    matcher = difflib.SequenceMatcher(None, base, text, autojunk=False)
+    return [
+        _Edit(i1, i2, side, tuple(text[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def _clash(one: _Edit, other: _Edit) -> bool:
+    """Whether two edits change the same base text (or one inserts inside the other's)."""
+    if max(one.start, other.start) < min(one.end, other.end):
+        return True
+    for insert, edit in ((one, other), (other, one)):
+        if insert.start == insert.end and edit.start < insert.start < edit.end:
+            return True
+    return False
+
+
+def merge_edits(base: str, first: str, second: str) -> str | None:
+    """Both sides' exact edits of ``base`` applied together, with no context lines, or None
+    where an edit of one side changes text the other side changed too.
+
+    A memory command is an exact edit (one line ticked, lines inserted after line N), so two
+    edits of neighbouring lines, which a line merge calls a conflict, both apply. Insertions at
+    the same place are both kept, ``first``'s first; an edit made identically on both sides
+    is made once.
+    """
+    base_lines = _lines(base)
+    mine, theirs = _edits(base_lines, _lines(first), 0), _edits(base_lines, _lines(second), 1)
+    same = {(e.start, e.end, e.lines) for e in mine}
+    theirs = [e for e in theirs if (e.start, e.end, e.lines) not in same]
+    if any(_clash(one, other) for one in mine for other in theirs):
+        return None
+    out: list[str] = []
+    at = 0
+    # Insertions before a replacement that starts where they insert; the first side first.
+    for edit in sorted(mine + theirs, key=lambda e: (e.start, e.end > e.start, e.side)):
+        out.extend(base_lines[at : edit.start])
+        out.extend(edit.lines)
+        at = edit.end
+    out.extend(base_lines[at:])
+    return "".join(out)
+
+
 def merge_trees(codec: TreeCodec, base: _Op | None, ours: _Op, theirs: _Op) -> MergeResult:
     """Merge ``theirs`` into ``ours`` over ``base``; the result is the same either way round."""
     first, second = sorted((ours, theirs), key=lambda op: op.commit)
@@ -141,11 +201,12 @@ def merge_trees(codec: TreeCodec, base: _Op | None, ours: _Op, theirs: _Op) -> M
             result[path] = c if a is None else a  # type: ignore[assignment]
             outcome.kept.append({"path": str(path), "kind": "edit-kept"})
         else:
-            merged = (
-                None
-                if b is None
-                else merge_text(text_of(b, path), *(text_of(n, path) for n in (a, c)))
-            )
+            merged = None
+            if b is not None:
+                texts = [text_of(n, path) for n in (b, a, c)]
+                merged = merge_text(*texts)
+                if merged is None:
+                    merged = merge_edits(*texts)
             if merged is not None:
                 result[path] = merged.encode("utf-8")
             else:
