@@ -51,9 +51,9 @@ from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMem
 
 import gitmem
 import gitmem.gitrepo
+from gitmem.editor import TreeEditor
 from gitmem.fsutil import fsync_dir
 from gitmem.store import Change
-from gitmem.tree import TreeEditor
 
 COMMANDS = ("view file", "view dir", "create", "str_replace", "insert", "rename", "delete")
 WRITES = ("create", "str_replace", "insert", "rename", "delete")

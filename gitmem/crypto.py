@@ -1,4 +1,4 @@
-"""Keys, subkeys and the three envelopes of format v1; the only module importing ``cryptography``.
+"""Keys, subkeys and the three envelopes of the format; the only module importing ``cryptography``.
 
 * **Names**: AES-SIV (RFC 5297) under the names subkey, deterministic so a path is found by
   encrypting it; the parent path and the entry kind are associated data, so an entry moved to
@@ -282,7 +282,7 @@ class StoreKeys:
         raise IntegrityError("a record failed authentication")
 
 
-# -- key slots (format v2) -------------------------------------------------------------------
+# -- key slots (format 3) --------------------------------------------------------------------
 #
 # A slot holds an X25519 private key wrapped under a key-encryption key (KEK): Argon2id of a
 # passphrase, or HKDF of a raw key. The store's newest epoch key is sealed to each slot's public

@@ -24,7 +24,7 @@ from .errors import UsageError, shown_repr
 from .format import KIND_FILE
 from .operation import History, Operation
 from .paths import MemoryPath
-from .tree import Snapshot
+from .snapshot import Snapshot
 
 # Commands that take files away rather than write them.
 REMOVING_COMMANDS = frozenset({"delete", "expire"})

@@ -1,4 +1,4 @@
-"""Repository format v2, as ``docs/design.md`` specifies it: names, records, headers, metadata.
+"""The repository format, as ``docs/design.md`` specifies it: names, records, headers, metadata.
 
 Everything that decides what bytes land in the repository is defined here or in ``crypto``; a
 change to any of it is a new format version with a migration, never a silent change.

@@ -1,4 +1,4 @@
-"""Key slots and key epochs (format v2): who can open a store, and with which keys it writes.
+"""Key slots and key epochs (format 3): who can open a store, and with which keys it writes.
 
 A slot is one holder's way in: a passphrase (Argon2id) or a raw key (HKDF) unwraps the slot's
 X25519 secret, which opens the newest epoch key sealed to the slot; each epoch key opens the one

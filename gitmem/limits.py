@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cache import BoundedCache
+from .editor import TreeEditor
 from .errors import GitMemError, UsageError, shown_repr
 from .format import KIND_DIR
 from .paths import MemoryPath
 from .render import LINE_NUMBER_WIDTH
-from .tree import Node, TreeCodec, TreeEditor
+from .tree import Node, TreeCodec
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -20,9 +20,11 @@ from typing import Any, Protocol
 
 from merge3 import Merge3
 
+from .editor import TreeEditor
 from .format import KIND_DIR, KIND_FILE
 from .paths import MemoryPath
-from .tree import Node, Snapshot, TreeCodec, TreeEditor, decode_text
+from .snapshot import Snapshot, decode_text
+from .tree import Node, TreeCodec
 
 
 class _Op(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .errors import GitMemError
-from .tree import ListEntry
+from .snapshot import ListEntry
 
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))

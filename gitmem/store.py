@@ -23,6 +23,7 @@ from . import format as fmt
 from . import keyslots
 from ._version import __version__
 from .crypto import KdfParams, StoreKeys, new_store_id
+from .editor import TreeEditor
 from .errors import (
     ConflictError,
     GitMemError,
@@ -54,16 +55,10 @@ from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
 from .replica import find_meta, meta_at
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
+from .snapshot import ListEntry, Snapshot, changed_file_nodes, decode_text
 from .syncresult import SyncResult
 from .textops import Replacement, find_unique, insert_at, replace_at
-from .tree import (
-    ListEntry,
-    Snapshot,
-    TreeCodec,
-    TreeEditor,
-    changed_file_nodes,
-    decode_text,
-)
+from .tree import TreeCodec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

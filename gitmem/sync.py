@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from .editor import TreeEditor
 from .errors import (
     ConflictError,
     DifferentStore,
@@ -34,9 +35,9 @@ from .merge import merge_base, merge_trees
 from .operation import Operation
 from .options import StoreOptions
 from .replica import FoundMeta, find_meta, meta_at
+from .snapshot import Snapshot
 from .store import Change, MemoryStore, NoChange, changed_files, register_replication
 from .syncresult import SyncResult
-from .tree import Snapshot, TreeEditor
 
 DEFAULT_REMOTE = "origin"
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

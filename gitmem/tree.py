@@ -1,4 +1,9 @@
-"""The encrypted memory tree: reading a committed tree and editing a copy of it.
+"""The encrypted memory tree's codec: the bytes of directory and file trees, read and written.
+
+:class:`TreeCodec` seals and opens entry names, writes and reads file trees (a header and its
+chunks) and directory trees (whole or split into buckets), and caches what it derived by tree
+id. Reading a committed tree by path is :mod:`gitmem.snapshot`'s; editing a copy of one and
+writing the changed trees is :mod:`gitmem.editor`'s.
 
 A directory is a git tree whose entries are encrypted names (kind + AES-SIV, the parent path
 bound in). A file is a git tree holding an encrypted header blob (``h``) and its encrypted chunk
@@ -17,10 +22,8 @@ from collections.abc import (
     Iterable,
     Iterator,
     Mapping,
-    MutableMapping,
-    Sequence,
 )
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate
 from typing import NamedTuple, TypeVar, overload
@@ -28,7 +31,7 @@ from typing import NamedTuple, TypeVar, overload
 from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
 from .crypto import StoreKeys
-from .errors import IntegrityError, InvalidPath, NotADirectory, NotAFile, NotFound, PathExists
+from .errors import IntegrityError
 from .format import (
     CHUNK_BLOB_OVERHEAD,
     COMPRESS_NONE,
@@ -46,7 +49,7 @@ from .format import (
     encode_header,
 )
 from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_tree
-from .paths import MEMORIES_ROOT, MemoryPath
+from .paths import MemoryPath
 from .shardmap import SMALL, ShardedMap, evolved, frozen
 
 # Directory listings are cached by (tree id, path): git trees are immutable, so an entry never
@@ -81,7 +84,8 @@ class Node(NamedTuple):
 
 # A Node from the plain (kind, oid) tuple a NodeMap holds: about 0.1 µs (a frozen dataclass's
 # __init__ cost several times that).
-_as_node: Callable[[tuple[str, str]], Node] = partial(tuple.__new__, Node)
+# A Node from the plain ``(kind, oid)`` tuple a NodeMap holds, without NamedTuple's checks.
+as_node: Callable[[tuple[str, str]], Node] = partial(tuple.__new__, Node)
 
 
 class NodeMap(Mapping[str, Node]):
@@ -103,7 +107,7 @@ class NodeMap(Mapping[str, Node]):
         self.packed = packed
 
     def __getitem__(self, name: str) -> Node:
-        return _as_node(self.packed[name])
+        return as_node(self.packed[name])
 
     @overload
     def get(self, name: str, /) -> Node | None: ...
@@ -111,7 +115,7 @@ class NodeMap(Mapping[str, Node]):
     def get(self, name: str, default: Node | _D, /) -> Node | _D: ...
     def get(self, name: str, default: object = None, /) -> object:
         found = self.packed.get(name)
-        return default if found is None else _as_node(found)
+        return default if found is None else as_node(found)
 
     def __contains__(self, name: object) -> bool:
         return name in self.packed
@@ -156,7 +160,7 @@ def _from_plain(plain: Mapping[str, tuple[str, str]]) -> Mapping[str, Node]:
     if isinstance(plain, ShardedMap):
         return NodeMap(plain)
     if len(plain) < SMALL:
-        return {name: _as_node(node) for name, node in plain.items()}
+        return {name: as_node(node) for name, node in plain.items()}
     return NodeMap(ShardedMap.of(plain))
 
 
@@ -183,11 +187,11 @@ class _NodeItems(ItemsView[str, Node]):
         # a listing of 10,000 about as much again as making the Nodes.
         packed = self._owner.packed
         for shard in packed.shards() if isinstance(packed, ShardedMap) else (packed,):
-            yield from zip(shard, map(_as_node, shard.values()), strict=True)
+            yield from zip(shard, map(as_node, shard.values()), strict=True)
 
 
 @dataclass(frozen=True)
-class _FoldIndex:
+class FoldIndex:
     """A directory's names by :func:`gitmem.paths.fold_name` key, and the fold that made it."""
 
     fold: Callable[[str], str]
@@ -237,14 +241,16 @@ class _Lookups:
 
 
 @dataclass
-class _Loaded:
+class LoadedDir:
+    """One committed directory version as read: its entries, their sealed names and its shape."""
+
     # Read-only once made (shared with later versions: see gitmem.shardmap).
     nodes: Mapping[str, Node]  # see version_nodes
     sealed: Mapping[str, str]
     # The directory's tree and its buckets (gitmem.buckets): the next version is edited from
     # it, so that one write of a big directory costs its changes and the buckets they touch.
     shape: buckets.Shape
-    fold_index: _FoldIndex | None = None
+    fold_index: FoldIndex | None = None
     _by_sealed: dict[str, str] | None = None
     # Names looked up in this version (see _Lookups), made by the first lookup: a write makes
     # a version it may never look a name up in.
@@ -257,7 +263,7 @@ class _Loaded:
             inverse = self._by_sealed = {raw: name for name, raw in self.sealed.items()}
         return inverse
 
-    def folded(self) -> _FoldIndex:
+    def folded(self) -> FoldIndex:
         """The names by fold key, built on first use (one fold per name, once per tree)."""
         index = self.fold_index
         if index is None or index.fold is not paths.fold_name:
@@ -265,7 +271,7 @@ class _Loaded:
             for name in self.nodes:
                 key = paths.fold_name(name)
                 names[key] = (*names.get(key, ()), name)
-            index = self.fold_index = _FoldIndex(paths.fold_name, frozen(names))
+            index = self.fold_index = FoldIndex(paths.fold_name, frozen(names))
         return index
 
 
@@ -288,7 +294,9 @@ class TreeCodec:
     def __init__(self, repo: GitRepo, keys: StoreKeys) -> None:
         self.repo = repo
         self.keys = keys
-        self._dirs: BoundedCache[tuple[str, MemoryPath], _Loaded] = BoundedCache(_DIR_CACHE_ENTRIES)
+        self._dirs: BoundedCache[tuple[str, MemoryPath], LoadedDir] = BoundedCache(
+            _DIR_CACHE_ENTRIES
+        )
         self._sizes: BoundedCache[str, int] = BoundedCache(_SIZE_CACHE_ENTRIES)
         # Plaintext, chunk ends and chunk ids of files lately read or written, by file tree id.
         self._files: BoundedCache[str, tuple[bytes, list[int], list[str]]] = BoundedCache(
@@ -299,7 +307,7 @@ class TreeCodec:
         self._stamped: tuple[str, str] | None = None
         # The newest listing loaded or written at each path: a new version of the directory
         # (another process wrote) is opened from it, one lookup per unchanged entry.
-        self._latest: BoundedCache[MemoryPath, _Loaded] = BoundedCache(_DIR_CACHE_ENTRIES)
+        self._latest: BoundedCache[MemoryPath, LoadedDir] = BoundedCache(_DIR_CACHE_ENTRIES)
         # Split directories looked up in without loading them, by (tree id, path): their
         # names looked up, and their own tree's buckets checked.
         self._split: BoundedCache[tuple[str, MemoryPath], _Lookups] = BoundedCache(
@@ -392,7 +400,7 @@ class TreeCodec:
                 found = Node(kind, entry), raw
         return lookups.keep(name, found)
 
-    def open_dir(self, oid: str, path: MemoryPath) -> _Loaded | None:
+    def open_dir(self, oid: str, path: MemoryPath) -> LoadedDir | None:
         """Directory tree ``oid`` at ``path`` loaded, if it is cached or one tree (loaded
         then); None for a split directory not loaded (see :meth:`find`)."""
         loaded = self._dirs.get((oid, path))
@@ -615,7 +623,7 @@ class TreeCodec:
                 raise IntegrityError(f"the root tree {oid} holds a gitmem entry that is no blob")
         return [entry for entry in top if entry.name != META_ENTRY]
 
-    def load_dir(self, oid: str, path: MemoryPath, top: list[TreeEntry] | None = None) -> _Loaded:
+    def load_dir(self, oid: str, path: MemoryPath, top: list[TreeEntry] | None = None) -> LoadedDir:
         """Decrypt every entry of directory tree ``oid`` found at ``path`` (``top``: its
         entries, when read already)."""
         key = (oid, path)
@@ -661,7 +669,7 @@ class TreeCodec:
                 nodes[name] = _plain(previous.nodes[name])
                 sealed[name] = raw
         buckets.recount(shape)
-        loaded = _Loaded(_from_plain(nodes), frozen(sealed), shape)
+        loaded = LoadedDir(_from_plain(nodes), frozen(sealed), shape)
         self._remember(key, loaded)
         return loaded
 
@@ -703,7 +711,7 @@ class TreeCodec:
         """The memory entries of a leaf tree already read (and checked) by :meth:`load_dir`."""
         return [(e.name, e.oid) for e in self.repo.read_tree(oid) if e.mode == TREE_MODE]
 
-    def _remember(self, key: tuple[str, MemoryPath], loaded: _Loaded) -> None:
+    def _remember(self, key: tuple[str, MemoryPath], loaded: LoadedDir) -> None:
         self._dirs.put(key, loaded, len(loaded.nodes) + 1)
         self._latest.put(key[1], loaded, len(loaded.nodes) + 1)
 
@@ -712,8 +720,8 @@ class TreeCodec:
         path: MemoryPath,
         nodes: Mapping[str, Node],
         sealed: Mapping[str, str],
-        fold_index: _FoldIndex | None = None,
-        base: tuple[_Loaded, set[str]] | None = None,
+        fold_index: FoldIndex | None = None,
+        base: tuple[LoadedDir, set[str]] | None = None,
     ) -> str:
         """Write a directory tree; ``sealed`` holds known entry names to reuse, ``fold_index``
         (when known) the names of ``nodes`` by fold key, and ``base`` the directory it was
@@ -793,7 +801,7 @@ class TreeCodec:
         # The next write starts from this tree: remember what it holds, so that it is not read
         # back and every name in it decrypted again (sealing is deterministic, and the id is the
         # hash of exactly these entries, so this is what load_dir would find).
-        self._remember((oid, path), _Loaded(version_nodes(nodes), names, shape, fold_index))
+        self._remember((oid, path), LoadedDir(version_nodes(nodes), names, shape, fold_index))
         return oid
 
     def stamp_root(self, oid: str) -> str:
@@ -955,577 +963,3 @@ def _inflate(chunk: tuple[str, bytes]) -> bytes:
     if method == COMPRESS_NONE:
         return body[1:]
     raise IntegrityError(f"chunk {oid} has an unknown compression method")
-
-
-def decode_text(data: bytes, path: MemoryPath) -> str:
-    """A file's bytes as text; memory files are UTF-8 by construction."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise IntegrityError(f"{path} is not valid UTF-8") from None
-
-
-@dataclass(frozen=True)
-class ListEntry:
-    """One row of a directory listing: path relative to the listed directory, kind, size."""
-
-    relative: str
-    kind: str
-    size: int
-
-
-class Snapshot:
-    """A read-only view of one committed tree (``root`` None = the empty memory)."""
-
-    def __init__(self, codec: TreeCodec, root: str | None) -> None:
-        self.codec = codec
-        self.root = root
-
-    def lookup(self, path: MemoryPath) -> Node | None:
-        """The node at ``path``, or None; the root always exists."""
-        if self.root is None:
-            return Node(KIND_DIR, "") if path.is_root else None
-        node = Node(KIND_DIR, self.root)
-        current = MemoryPath(())
-        for name in path.parts:
-            if node.kind != KIND_DIR:
-                return None
-            found = self.codec.find(node.oid, current, name)
-            if found is None:
-                return None
-            node, current = found, current.child(name)
-        return node
-
-    def children(self, path: MemoryPath, node: Node) -> Mapping[str, Node]:
-        """The entries of directory ``node`` at ``path``."""
-        if not node.oid:
-            return {}
-        return self.codec.load_dir(node.oid, path).nodes
-
-    def read_bytes(self, path: MemoryPath) -> bytes:
-        """The content of file ``path``; :class:`NotFound` / :class:`NotAFile` otherwise."""
-        node = self.lookup(path)
-        if node is None:
-            raise NotFound(str(path))
-        if node.kind != KIND_FILE:
-            raise NotAFile(str(path))
-        return self.codec.read_file(node.oid)
-
-    def read_text(self, path: MemoryPath) -> str:
-        """The content of file ``path`` as text."""
-        return decode_text(self.read_bytes(path), path)
-
-    def listing(self, path: MemoryPath, depth: int = 2) -> list[ListEntry]:
-        """Entries up to ``depth`` levels below directory ``path``, as Claude's ``view`` lists.
-
-        Sorted by name within each directory, each directory followed by its contents; names
-        starting with ``.`` and ``node_modules`` are left out with everything below them.
-        """
-        node = self.lookup(path)
-        if node is None:
-            raise NotFound(str(path))
-        if node.kind != KIND_DIR:
-            raise NotADirectory(str(path))
-        rows: list[ListEntry] = []
-        # A stack instead of recursion (as everywhere a tree is walked): depth is the data's.
-        stack = self._visible_children(path, node, "", 1)
-        while stack:
-            # ``child`` is (kind, oid): a Node, or the plain tuple a NodeMap holds (no Node
-            # made for each of a big directory's entries; see NodeMap).
-            rel, child_path, child, level = stack.pop()
-            if child[0] == KIND_DIR:
-                rows.append(ListEntry(rel, KIND_DIR, 0))
-                if level < depth:
-                    below = _as_node(child)
-                    stack.extend(self._visible_children(child_path, below, rel + "/", level + 1))
-            else:
-                rows.append(ListEntry(rel, KIND_FILE, self.codec.file_size(child[1])))
-        return rows
-
-    def _visible_children(
-        self, path: MemoryPath, node: Node, prefix: str, level: int
-    ) -> list[tuple[str, MemoryPath, tuple[str, str], int]]:
-        """The listed entries of a directory, last first (the order a stack pops them in)."""
-        return [
-            (prefix + name, path.child(name), child, level)
-            for name, child in sorted(plain_items(self.children(path, node)), reverse=True)
-            if not name.startswith(".") and name not in EXCLUDED_NAMES
-        ]
-
-    def walk(self, path: MemoryPath = MEMORIES_ROOT) -> Iterator[tuple[MemoryPath, Node]]:
-        """Every entry below ``path`` (depth first, sorted), hidden ones included."""
-        node = self.lookup(path)
-        if node is None or node.kind != KIND_DIR:
-            return
-        stack = [(path.child(n), c) for n, c in sorted(self.children(path, node).items())][::-1]
-        while stack:
-            child_path, child = stack.pop()
-            yield child_path, child
-            if child.kind == KIND_DIR:
-                below = sorted(self.children(child_path, child).items(), reverse=True)
-                stack.extend((child_path.child(n), c) for n, c in below)
-
-    def files(self) -> dict[MemoryPath, Node]:
-        """Every file in the snapshot, by path."""
-        return {p: n for p, n in self.walk() if n.kind == KIND_FILE}
-
-
-def changed_file_nodes(
-    before: Snapshot, after: Snapshot, wanted: Sequence[MemoryPath] = ()
-) -> list[tuple[MemoryPath, Node | None, Node | None]]:
-    """Files that differ between two snapshots, depth first: ``(path, old node, new node)``.
-
-    A side is None where the file does not exist. Subtrees with equal ids are skipped unread.
-    With ``wanted``, only files at or below one of those paths count.
-    """
-    out: list[tuple[MemoryPath, Node | None, Node | None]] = []
-    root = MEMORIES_ROOT
-    stack = [(root, before.lookup(root), after.lookup(root))]
-    while stack:
-        path, a, b = stack.pop()
-        if wanted and not any(path.is_within(w) or w.is_within(path) for w in wanted):
-            continue
-        if a is not None and b is not None and a == b:
-            continue
-        a_dir = a is not None and a.kind == KIND_DIR
-        b_dir = b is not None and b.kind == KIND_DIR
-        a_file = a if a is not None and not a_dir else None
-        b_file = b if b is not None and not b_dir else None
-        if (a_file or b_file) and (not wanted or any(path.is_within(w) for w in wanted)):
-            out.append((path, a_file, b_file))
-        a_children = before.children(path, a) if a is not None and a_dir else {}
-        b_children = after.children(path, b) if b is not None and b_dir else {}
-        for name in sorted(set(a_children) | set(b_children), reverse=True):
-            stack.append((path.child(name), a_children.get(name), b_children.get(name)))
-    return out
-
-
-class _Unloaded(Mapping[str, Node]):
-    """The committed entries of a split directory an edit has not needed whole: each name is
-    looked up by its sealings (:meth:`TreeCodec.find_sealed`); iterating or counting them
-    loads the directory."""
-
-    def __init__(self, codec: TreeCodec, oid: str, path: MemoryPath) -> None:
-        self.codec = codec
-        self.oid = oid
-        self.path = path
-        self.loaded: _Loaded | None = None
-        # What each name looked up was found as (None: nothing), with its sealed name.
-        self.found: dict[str, tuple[Node, str] | None] = {}
-
-    def load(self) -> _Loaded:
-        """The whole directory (loaded once)."""
-        if self.loaded is None:
-            self.loaded = self.codec.load_dir(self.oid, self.path)
-        return self.loaded
-
-    def __getitem__(self, name: str) -> Node:
-        if self.loaded is not None:
-            return self.loaded.nodes[name]
-        if name not in self.found:
-            self.found[name] = self.codec.find_sealed(self.oid, self.path, name)
-        found = self.found[name]
-        if found is None:
-            raise KeyError(name)
-        return found[0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.load().nodes)
-
-    def __len__(self) -> int:
-        return len(self.load().nodes)
-
-
-class _Entries(MutableMapping[str, "Node | _MutDir"]):
-    """The entries of a directory being edited: the committed ones (``base``, never copied:
-    a big directory's are shared, read-only) under the changes made since it was opened, with
-    the names added and removed (so that the fold index of the tree it was opened from stays
-    usable)."""
-
-    __slots__ = ("_grown", "added", "base", "changed", "removed", "touched")
-
-    def __init__(self, base: Mapping[str, Node] | None = None) -> None:
-        self.base: Mapping[str, Node] = {} if base is None else base
-        # The entries set or deleted since (None: deleted).
-        self.changed: dict[str, Node | _MutDir | None] = {}
-        # Entries added less entries removed: the length is the base's plus this (a base not
-        # loaded is counted only if asked).
-        self._grown = 0
-        self.added: set[str] = set()
-        self.removed: set[str] = set()
-        # Every name set or deleted: where the entries may differ from the base's.
-        self.touched: set[str] = set()
-
-    def __getitem__(self, name: str) -> Node | _MutDir:
-        if name in self.changed:
-            found = self.changed[name]
-            if found is None:
-                raise KeyError(name)
-            return found
-        return self.base[name]
-
-    @overload
-    def get(self, name: str, /) -> Node | _MutDir | None: ...
-    @overload
-    def get(self, name: str, default: Node | _MutDir | _D, /) -> Node | _MutDir | _D: ...
-    def get(self, name: str, default: object = None, /) -> object:
-        # Not Mapping's: that one raises and catches KeyError for every missing name.
-        if name in self.changed:
-            found = self.changed[name]
-            return default if found is None else found
-        return self.base.get(name, default)
-
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        if name in self.changed:
-            return self.changed[name] is not None
-        return name in self.base
-
-    def __iter__(self) -> Iterator[str]:
-        changed = self.changed
-        yield from (name for name in self.base if name not in changed)
-        yield from (name for name, child in changed.items() if child is not None)
-
-    def __len__(self) -> int:
-        return len(self.base) + self._grown
-
-    def __setitem__(self, name: str, child: Node | _MutDir) -> None:
-        self.touched.add(name)
-        if name not in self:
-            self._grown += 1
-            if name in self.removed:
-                self.removed.discard(name)
-            else:
-                self.added.add(name)
-        self.changed[name] = child
-
-    def __delitem__(self, name: str) -> None:
-        if name not in self:
-            raise KeyError(name)
-        self.changed[name] = None
-        self._grown -= 1
-        self.touched.add(name)
-        if name in self.added:
-            self.added.discard(name)
-        else:
-            self.removed.add(name)
-
-
-@dataclass
-class _MutDir:
-    path: MemoryPath
-    nodes: _Entries = field(default_factory=_Entries)
-    sealed: Mapping[str, str] = field(default_factory=dict)
-    # The committed directory this one was opened from (None: a new directory).
-    base: _Loaded | None = None
-    # A split directory opened without loading it (base None until something needs it).
-    unloaded: _Unloaded | None = None
-
-    def load(self) -> None:
-        """Make ``base`` and ``sealed`` the whole committed directory's (if it was not loaded)."""
-        if self.unloaded is not None and self.base is None:
-            self.base = self.unloaded.load()
-            self.sealed = self.base.sealed
-
-    def twins(self, name: str) -> list[str]:
-        """The entries whose :func:`gitmem.paths.fold_name` key is ``name``'s (``name`` too, if
-        present): the base tree's from its fold index, plus those added since."""
-        key = paths.fold_name(name)
-        found = []
-        # Every name of the directory is needed (a new name may fold onto any).
-        self.load()
-        if self.base is not None:
-            found = [n for n in self.base.folded().names.get(key, ()) if n in self.nodes]
-        found += [n for n in self.nodes.added if paths.fold_name(n) == key]
-        return found
-
-    def fold_index(self) -> _FoldIndex | None:
-        """The fold index of the entries as edited, derived from the base tree's when that
-        one has been built (None: left to be built if ever needed)."""
-        base = None if self.base is None else self.base.fold_index
-        if base is None or base.fold is not paths.fold_name:
-            return None
-        if not (self.nodes.removed or self.nodes.added):
-            # The same names (entries pointed at new trees: most writes of a directory above
-            # the one written): the same index, not a new object of it.
-            return base
-        changes: dict[str, tuple[str, ...] | None] = {}
-
-        def current(key: str) -> tuple[str, ...]:
-            found = changes[key] if key in changes else base.names.get(key)
-            return found or ()
-
-        for name in self.nodes.removed:
-            key = base.fold(name)
-            changes[key] = tuple(n for n in current(key) if n != name) or None
-        for name in self.nodes.added:
-            key = base.fold(name)
-            changes[key] = (*current(key), name)
-        names = evolved(base.names, changes)
-        return _FoldIndex(base.fold, names)
-
-
-class TreeEditor:
-    """A mutable copy of a committed tree; :meth:`write` stores the changed trees."""
-
-    def __init__(self, codec: TreeCodec, root: str | None) -> None:
-        self.codec = codec
-        self._root = self._open(MemoryPath(()), root)
-
-    def _open(self, path: MemoryPath, oid: str | None) -> _MutDir:
-        if not oid:
-            return _MutDir(path)
-        loaded = self.codec.open_dir(oid, path)
-        if loaded is None:
-            # A split directory: its entries are looked up one by one until an edit needs
-            # them all, so that replacing a file in a big directory costs that file's path.
-            unloaded = _Unloaded(self.codec, oid, path)
-            return _MutDir(path, _Entries(unloaded), unloaded=unloaded)
-        return _MutDir(path, _Entries(loaded.nodes), loaded.sealed, loaded)
-
-    def _descend(self, path: MemoryPath, *, create: bool) -> _MutDir | None:
-        """The mutable directory at ``path``; missing ones are made when ``create``."""
-        current = self._root
-        for name in path.parts:
-            child = current.nodes.get(name)
-            if isinstance(child, _MutDir):
-                current = child  # opened already: the common case of every later descent
-                continue
-            child_path = current.path.child(name)
-            if child is None:
-                if not create:
-                    return None
-                child = _MutDir(child_path)
-                current.nodes[name] = child
-            else:
-                if child.kind != KIND_DIR:
-                    if create:
-                        raise NotADirectory(str(child_path))
-                    return None
-                child = self._open(child_path, child.oid)
-                current.nodes[name] = child
-            current = child
-        return current
-
-    def kind(self, path: MemoryPath) -> str | None:
-        """``f``, ``d`` or None for what is at ``path`` in the edited tree."""
-        if path.is_root:
-            return KIND_DIR
-        parent = self._descend(path.parent, create=False)
-        if parent is None:
-            return None
-        child = parent.nodes.get(path.name)
-        if child is None:
-            return None
-        return KIND_DIR if isinstance(child, _MutDir) else child.kind
-
-    def _entry(self, path: MemoryPath) -> Node | _MutDir | None:
-        parent = self._descend(path.parent, create=False)
-        return None if parent is None else parent.nodes.get(path.name)
-
-    def file_at(self, path: MemoryPath) -> Node | None:
-        """The file node at ``path`` in the edited tree; None if nothing or a directory is there."""
-        child = self._entry(path)
-        return child if isinstance(child, Node) and child.kind == KIND_FILE else None
-
-    def measure(self, path: MemoryPath, size: Callable[[Node, MemoryPath], int]) -> int:
-        """The sum of ``size`` over what is at ``path`` in the edited tree (0: nothing there).
-
-        Entries the edit has not opened are measured whole (``size`` of a directory node is
-        its whole subtree's); directories it has opened are measured entry by entry.
-        """
-        child = self._entry(path)
-        total = 0
-        # A loop, not recursion: an edited tree may be deeper than Python's recursion limit.
-        stack: list[tuple[Node | _MutDir, MemoryPath]] = [] if child is None else [(child, path)]
-        while stack:
-            item, at = stack.pop()
-            if isinstance(item, Node):
-                total += size(item, at)
-            else:
-                stack.extend((c, at.child(n)) for n, c in item.nodes.items())
-        return total
-
-    def read_bytes(self, path: MemoryPath) -> bytes:
-        """The current content of file ``path`` in the edited tree."""
-        child = self._entry(path)
-        if child is None:
-            raise NotFound(str(path))
-        if isinstance(child, _MutDir) or child.kind != KIND_FILE:
-            raise NotAFile(str(path))
-        return self.codec.read_file(child.oid)
-
-    def file_oid(self, path: MemoryPath) -> str | None:
-        """The file tree id of file ``path`` in the edited tree (None when it is no file)."""
-        parent = self._descend(path.parent, create=False)
-        child = None if parent is None else parent.nodes.get(path.name)
-        return child.oid if isinstance(child, Node) and child.kind == KIND_FILE else None
-
-    def ensure_parent(self, path: MemoryPath) -> _MutDir:
-        """Make every missing directory above ``path``; a file in the way is
-        :class:`NotADirectory`."""
-        parent = self._descend(path.parent, create=True)
-        assert parent is not None
-        return parent
-
-    def put_file(self, path: MemoryPath, data: bytes) -> None:
-        """Write ``data`` at ``path``, making parent directories, replacing any file there."""
-        parent = self.ensure_parent(path)
-        existing = parent.nodes.get(path.name)
-        if isinstance(existing, _MutDir) or (existing is not None and existing.kind == KIND_DIR):
-            raise PathExists(str(path))
-        parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data))
-
-    def graft(self, path: MemoryPath, node: Node) -> None:
-        """Put the committed ``node`` at ``path``, where it was committed, replacing any entry.
-
-        Names are sealed with their parent path, so a node is only valid at the path it was
-        committed at (a restore's source). Missing parents are made.
-        """
-        self.ensure_parent(path).nodes[path.name] = node
-
-    def put_dir(self, path: MemoryPath) -> None:
-        """Make the directory ``path`` (and its parents) if it does not exist."""
-        self._descend(path, create=True)
-
-    def check_new_names(self, path: MemoryPath, moving: MemoryPath | None = None) -> None:
-        """Refuse, with :class:`InvalidPath`, a write that would add to the edited tree a name
-        :func:`gitmem.paths.check_new_entry` refuses: one of ``path``'s missing components, or
-        ``path`` itself. Names already there are not checked (an older store's names stay
-        usable). With ``moving`` (a rename's source), the result must also stay within
-        :data:`~gitmem.paths.MAX_DEPTH`, and the source is not a sibling that could collide.
-        """
-        current: _MutDir | None = self._root
-        parent = MEMORIES_ROOT
-        for name in path.parts:
-            child = None if current is None else current.nodes.get(name)
-            if current is None or child is None:
-                # Only the siblings that fold to the same key can collide: found through the
-                # directory's fold index rather than by folding every sibling of a large one.
-                siblings = [] if current is None else current.twins(name)
-                if moving is not None and moving.parent == parent and moving.name in siblings:
-                    siblings.remove(moving.name)
-                paths.check_new_entry(parent, name, siblings)
-                current = None
-            elif isinstance(child, Node) and child.kind != KIND_DIR:
-                return  # the write itself reports the file in the way
-            else:
-                current = self._descend(parent.child(name), create=False)
-            parent = parent.child(name)
-        if moving is not None:
-            height = self.height(moving)
-            if len(path.parts) + height > max(paths.MAX_DEPTH, len(moving.parts) + height):
-                raise InvalidPath(
-                    str(path),
-                    f"what it moves would be {len(path.parts) + height} levels deep; new paths "
-                    f"may have {paths.MAX_DEPTH}",
-                )
-
-    def height(self, path: MemoryPath) -> int:
-        """How many levels the deepest entry below ``path`` lies under it (0: a file, an empty
-        directory or nothing)."""
-        parent = self._descend(path.parent, create=False)
-        top = None if parent is None else parent.nodes.get(path.name)
-        deepest = 0
-        stack: list[tuple[Node | _MutDir, MemoryPath, int]] = []
-        if top is not None:
-            stack.append((top, path, 0))
-        while stack:
-            node, at, level = stack.pop()
-            deepest = max(deepest, level)
-            if isinstance(node, _MutDir):
-                below: dict[str, Node | _MutDir] = dict(node.nodes)
-            elif node.kind == KIND_DIR:
-                below = dict(self.codec.load_dir(node.oid, at).nodes)
-            else:
-                continue
-            stack.extend((child, at.child(name), level + 1) for name, child in below.items())
-        return deepest
-
-    def remove(self, path: MemoryPath) -> None:
-        """Remove the file or directory at ``path`` (not the root)."""
-        parent = self._descend(path.parent, create=False)
-        if parent is None or path.name not in parent.nodes:
-            raise NotFound(str(path))
-        del parent.nodes[path.name]
-
-    def move(self, old: MemoryPath, new: MemoryPath) -> None:
-        """Move ``old`` to ``new`` (which must not exist), making ``new``'s parents."""
-        parent = self._descend(old.parent, create=False)
-        child = None if parent is None else parent.nodes.get(old.name)
-        if parent is None or child is None:
-            raise NotFound(str(old))
-        if isinstance(child, _MutDir):
-            oid = self._write(child)
-            child = Node(KIND_DIR, oid)
-        if child.kind == KIND_DIR:
-            child = Node(KIND_DIR, self.codec.reseal_dir(child.oid, old, new))
-        del parent.nodes[old.name]
-        self.ensure_parent(new).nodes[new.name] = child
-
-    def write(self) -> str:
-        """Store every changed directory tree and return the new root tree id."""
-        return self._write(self._root)
-
-    def _write(self, top: _MutDir) -> str:
-        # Children before parents, without recursion: a tree may be deeper than Python's stack.
-        # Only the names an edit touched can differ from the directory it was opened from (a
-        # new directory's names are all touched): the work is the edit's, not the directory's.
-        written: dict[int, str] = {}
-        stack: list[tuple[_MutDir, bool]] = [(top, False)]
-        while stack:
-            directory, below_done = stack.pop()
-            entries = directory.nodes
-            if not below_done:
-                stack.append((directory, True))
-                stack.extend(
-                    (child, False)
-                    for child in map(entries.get, entries.touched)
-                    if isinstance(child, _MutDir)
-                )
-                continue
-            changes: dict[str, Node | None] = {}
-            for name in entries.touched:
-                child = entries.get(name)
-                changes[name] = (
-                    Node(KIND_DIR, written.pop(id(child))) if isinstance(child, _MutDir) else child
-                )
-            replaced = self._replacements(directory, changes)
-            if replaced is not None:
-                unloaded = directory.unloaded
-                assert unloaded is not None
-                result = self.codec.replace_entries(unloaded.oid, directory.path, replaced)
-                if result is not None:
-                    written[id(directory)] = result
-                    continue
-            directory.load()
-            base = directory.base
-            nodes = evolved_nodes({} if base is None else base.nodes, changes)
-            written[id(directory)] = self.codec.write_dir(
-                directory.path,
-                nodes,
-                directory.sealed,
-                directory.fold_index(),
-                None if base is None else (base, entries.touched),
-            )
-        return written[id(top)]
-
-    @staticmethod
-    def _replacements(
-        directory: _MutDir, changes: Mapping[str, Node | None]
-    ) -> dict[str, str | None] | None:
-        """For a split directory not loaded whose edit only pointed existing entries at new
-        trees of the same kind or removed existing entries: the new tree ids (None: removed)
-        by sealed entry name. None otherwise (the directory is then written from its whole
-        listing: a new name can change its shape anywhere)."""
-        unloaded = directory.unloaded
-        if unloaded is None or unloaded.loaded is not None:
-            return None
-        replaced: dict[str, str | None] = {}
-        for name, node in changes.items():
-            before = unloaded.found.get(name)
-            if before is None or (node is not None and before[0].kind != node.kind):
-                return None
-            replaced[before[1]] = None if node is None else node.oid
-        return replaced

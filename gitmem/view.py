@@ -13,7 +13,7 @@ from .format import KIND_DIR
 from .limits import fit_directory_view, fit_file_view
 from .paths import MemoryPath
 from .render import view_directory, view_file
-from .tree import Snapshot, decode_text
+from .snapshot import Snapshot, decode_text
 
 
 def view_text(

@@ -18,11 +18,12 @@ import pytest
 from gitmem import MemoryStore, buckets
 from gitmem import format as fmt
 from gitmem.crypto import KdfParams
+from gitmem.editor import TreeEditor
 from gitmem.errors import FormatVersionError, IntegrityError, InvalidPath, PathExists
 from gitmem.gitrepo import BLOB_MODE, META_REF, TREE_MODE, TreeEntry
 from gitmem.paths import MemoryPath, parse
 from gitmem.store import Change
-from gitmem.tree import TreeCodec, TreeEditor
+from gitmem.tree import TreeCodec
 
 FAST = KdfParams(64, 1, 1)
 T = 4

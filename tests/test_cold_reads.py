@@ -16,12 +16,13 @@ from anthropic.lib.tools import ToolError
 
 from gitmem import GitMemoryTool, MemoryStore, buckets, crypto
 from gitmem.crypto import StoreKeys
+from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError, InvalidPath, PathExists
 from gitmem.format import KIND_DIR, KIND_FILE
 from gitmem.gitrepo import GitRepo, TreeEntry
 from gitmem.paths import MemoryPath, parse
 from gitmem.store import Change
-from gitmem.tree import Node, TreeCodec, TreeEditor
+from gitmem.tree import Node, TreeCodec
 
 T = 4
 COUNT = 200

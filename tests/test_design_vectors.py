@@ -1,4 +1,4 @@
-"""A second reader of repository format v2, written from ``docs/design.md`` alone.
+"""A second reader of the repository format, written from ``docs/design.md`` alone.
 
 Nothing here imports gitmem's ``crypto``, ``format`` or ``tree`` modules: subkeys come from a
 stdlib HKDF, names and blobs are opened by an RFC 5297 AES-SIV built from AES-CMAC and AES-CTR,

@@ -21,11 +21,12 @@ import gitmem.paths
 import gitmem.tree
 from gitmem import GitMemoryTool, Limits, MemoryStore, history
 from gitmem.cache import BoundedCache
+from gitmem.editor import TreeEditor
 from gitmem.format import Record
 from gitmem.gitrepo import TREE_MODE, GitRepo, TreeEntry, parse_tree, tree_bytes
 from gitmem.limits import StoreSizer
 from gitmem.store import Change
-from gitmem.tree import TreeCodec, TreeEditor
+from gitmem.tree import TreeCodec
 
 pytestmark = pytest.mark.usefixtures("fast_git")
 

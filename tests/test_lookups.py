@@ -19,12 +19,14 @@ import pytest
 
 from gitmem import MemoryStore, buckets
 from gitmem.crypto import StoreKeys
+from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError
 from gitmem.format import KIND_FILE
 from gitmem.gitrepo import TREE_MODE, TreeEntry, parse_tree
 from gitmem.paths import parse
+from gitmem.snapshot import Snapshot
 from gitmem.store import Change
-from gitmem.tree import Node, Snapshot, TreeCodec, TreeEditor
+from gitmem.tree import Node, TreeCodec
 
 T = 4
 COUNT = 150

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryStore
+from gitmem.editor import TreeEditor
 from gitmem.paths import parse
 from gitmem.shardmap import SMALL, ShardedMap
 from gitmem.store import Change
-from gitmem.tree import Node, NodeMap, TreeCodec, TreeEditor, evolved_nodes, version_nodes
+from gitmem.tree import Node, NodeMap, TreeCodec, evolved_nodes, version_nodes
 
 
 def oid(i: int) -> str:

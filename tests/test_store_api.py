@@ -10,6 +10,7 @@ import pytest
 
 import gitmem
 from gitmem import history, parse_path
+from gitmem.editor import TreeEditor
 from gitmem.errors import (
     ConflictError,
     InvalidPath,
@@ -21,7 +22,6 @@ from gitmem.errors import (
 from gitmem.gitrepo import BRANCH, Durability, GitRepo
 from gitmem.store import Change, NoChange, Operation
 from gitmem.textops import TextNotFound
-from gitmem.tree import TreeEditor
 
 
 def test_every_path_method_takes_text_or_a_memory_path(store: gitmem.MemoryStore) -> None:

@@ -21,11 +21,11 @@ from test_history import FakeClock
 
 import gitmem.store
 from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key, history
+from gitmem.editor import TreeEditor
 from gitmem.errors import DifferentStore, NotAStoreRemote, PushRejected, RemoteError, UsageError
 from gitmem.gitrepo import BRANCH
 from gitmem.paths import parse
 from gitmem.store import Change, Operation
-from gitmem.tree import TreeEditor
 
 
 def git(*args: str) -> str:
