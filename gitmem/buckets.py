@@ -23,9 +23,10 @@ from .errors import IntegrityError
 
 # Writers split a tree holding more entries than this: 128 short entries are about 8 KB, so a
 # write in a big directory logs and packs a few KB of trees, while directories of up to 128
-# entries (the 100-directory benchmark's) stay one tree. See docs/performance.md, "Split
-# directories", for 128 against 64 and 256. Readers do not require it: it is the writer's
-# choice, and tests lower it.
+# entries stay one tree. A larger threshold makes each write of a big directory store larger
+# buckets (the redo log fills and checkpoints sooner); a smaller one also splits directories of
+# a hundred entries, whose writes then store more trees. Readers do not require it: it is the
+# writer's choice, and tests lower it.
 SPLIT_THRESHOLD = 128
 # Bits of the synthetic IV per level: 64 buckets.
 BUCKET_BITS = 6
@@ -52,10 +53,10 @@ _NAMES = [f"{BUCKET_PREFIX}{index:02x}" for index in range(FANOUT)]
 
 def read_buckets(data: bytes) -> dict[str, str] | None:
     """The buckets (name to tree id) of raw tree ``data`` if it holds buckets only, each a tree
-    named as a bucket, in git's order: the trees writers make, read without parsing entry by
-    entry (a split directory's 64 buckets took 0.1 ms that way). None for any other tree,
-    valid or not, which is then parsed and checked as a whole; a tree read here is one that
-    would pass those checks with the same buckets."""
+    named as a bucket, in git's order: the trees writers make, read by slicing fixed-size
+    entries rather than parsing entry by entry, since every lookup in a split directory reads
+    them. None for any other tree, valid or not, which is then parsed and checked as a whole;
+    a tree read here is one that would pass those checks with the same buckets."""
     size = len(data)
     if not size or size % _ENTRY_BYTES:
         return None
@@ -170,7 +171,8 @@ class Shape:
         below = self.buckets
         if below is not None:
             copied = below.merged() if type(below) is Laid else dict(below)
-            # Positional: keyword arguments cost a copy of a 64-bucket tree a third more.
+            # Positional: a copy is made on every write of a split directory, and keyword
+            # arguments are a measurable part of so small a call.
             return Shape(self.count, None, None, None, copied, None, None, self.data, set())
         return Shape(
             self.count,

@@ -8,10 +8,8 @@ eviction drops the least recently used entries rather than everything: a store l
 bound keeps its hot part cached instead of rereading all of it after each overflow.
 
 Hand-written, not cachetools' ``LRUCache`` (with ``getsizeof`` for the weights, behind the same
-lock): every view goes through these lookups, and with it views were slower in each of 12
-alternated runs of ``benchmarks/bench_commands.py --ops 30 --dir /dev/shm`` (medians: a file
-view 0.266x -> 0.270x the reference, a directory view 0.068x -> 0.070x, a create 2.14x ->
-2.22x), its ``get`` costing two Python-level calls where this costs one dict pop.
+lock): every view goes through these lookups, and its ``get`` costs two Python-level calls where
+this one costs a dict pop.
 """
 
 from __future__ import annotations

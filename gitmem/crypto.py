@@ -111,9 +111,9 @@ def name_envelope(entry: str) -> bytes:
     decoded but not opened; :class:`IntegrityError` when it is not base64url text."""
     body = entry[1:]
     try:
-        # base64.urlsafe_b64decode without its two Python layers (a third of the cost, on every
-        # name a lookup or write of a split directory places): the same ASCII check, alphabet
-        # and lenient decoding.
+        # base64.urlsafe_b64decode without its two Python layers, which would be a large part
+        # of the cost of every name a lookup or write of a split directory places: the same
+        # ASCII check, alphabet and lenient decoding.
         padded = (body + "=" * (-len(body) % 4)).encode("ascii")
         return binascii.a2b_base64(padded.translate(_URLSAFE_TO_STANDARD))
     except (ValueError, TypeError):

@@ -244,7 +244,8 @@ def _slot_bytes(mark: Mark) -> bytes:
 
 
 # A pure function of the slot's bytes, called twice per advance (and per read) on slots that
-# rarely change between calls: the last few parses are kept (a fifth of an advance's CPU time).
+# rarely change between calls: the last few parses are kept, so that an advance parses a slot
+# only when it changed.
 @functools.lru_cache(maxsize=8)
 def _slot_mark(slot: bytes) -> Mark | None:
     """The mark in one slot, or None when it is empty, torn or damaged."""

@@ -142,7 +142,7 @@ class StoreSizer:
         if cached is not None:
             return cached
         # Children before parents with an explicit stack, never recursion: the depth of a tree
-        # is the data's, and a deep one must not exhaust Python's stack (issue 14).
+        # is the data's, and a deep one must not exhaust Python's stack.
         totals: dict[tuple[str, MemoryPath], int] = {}
         stack: list[tuple[str, MemoryPath, bool]] = [(oid, path, False)]
         while stack:

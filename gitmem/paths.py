@@ -287,8 +287,9 @@ def check_new_entry(parent: MemoryPath, name: str, siblings: Iterable[str]) -> N
 def fold_name(name: str) -> str:
     """The key under which case-insensitive, normalizing file systems (NTFS, APFS) see ``name``."""
     if name.isascii():
-        # ASCII is its own NFD, and folds by lower-casing A-Z alone: a third of the cost, on
-        # every name of a directory whose fold index is built (a cold create's twin check).
+        # ASCII is its own NFD, and folds by lower-casing A-Z alone: cheaper than the two
+        # normalizations, on every name of a directory whose fold index is built (a cold
+        # create's twin check).
         return name.lower()
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
 

@@ -10,9 +10,9 @@ Only what a write adds is judged: findings must overlap the span of the file tha
 changed, so a file that already holds a flagged string (written under ``allow``) can still be
 edited elsewhere. Messages name the kind of secret and its line, never the secret itself.
 
-``detect-secrets`` was measured and not used: about 10 ms per KiB scanned (1.6 s for 100 KiB)
-through its line-based plugin path, process-global settings, no positions to redact with, no
-Anthropic keys, and ``requests`` + ``PyYAML`` as dependencies (see ``docs/safeguards.md``).
+``detect-secrets`` is not used: its line-based plugin path is too slow to run on every write,
+its settings are process-global, it gives no positions to redact with, it knows no Anthropic
+keys, and it brings ``requests`` and ``PyYAML`` as dependencies (see ``docs/safeguards.md``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ D = TypeVar("D")
 
 _SHARDS = 64
 _MASK = _SHARDS - 1
-# Below this many entries a plain dict is smaller, and copying it whole costs a few µs.
+# Below this many entries a plain dict is smaller, and copying it whole is cheaper than the
+# shards' bookkeeping.
 SMALL = 512
 
 

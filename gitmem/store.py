@@ -931,9 +931,10 @@ class MemoryStore:
         # nothing, so it needs no lock at all, and a large file never holds other writers up
         # while it is searched. Under the lock the match is reused if the file is still the same
         # file tree (trees are content-addressed), else redone. So the search starts from the
-        # head this store last authenticated, without reading the branch (a ref read is a tenth
-        # of a small str_replace); a refusal is given only once the branch is read and still
-        # names that head, else the search is redone on the head as it is now.
+        # head this store last authenticated, without reading the branch (a ref read is a
+        # system call or more, a real share of a small str_replace); a refusal is given only
+        # once the branch is read and still names that head, else the search is redone on the
+        # head as it is now.
         known = self._head
         try:
             searched, found, position = search(

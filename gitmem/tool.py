@@ -266,8 +266,8 @@ def _direct_handler(
     """The handler running ``fields``' command without the SDK's model, or None when a subclass
     of ``base`` overrides that command's method (which then gets the model, as the SDK gives it).
 
-    The SDK's ``call`` builds a pydantic model of the input (about 10 µs, a fifth of a file
-    view's CPU time) only to read its fields back; check_input has checked them already.
+    The SDK's ``call`` builds a pydantic model of the input, a real share of a file view's CPU
+    time, only to read its fields back; check_input has checked them already.
     """
     command = fields["command"]
     if getattr(type(tool), command) is not getattr(base, command):

@@ -64,9 +64,8 @@ _SPLIT_CACHE_ENTRIES = 1 << 14
 # Plaintext bytes of recently read or written files kept by tree id (a file view then costs no
 # object read); larger files are not kept.
 _FILE_CACHE_BYTES = 8 << 20
-# Files this large inflate their chunks on several threads (see gitmem.workers). On two cores
-# that took a read to 0.85x its one-thread time at 256 KiB and 0.75x at 1 MiB, but only 0.92x
-# at 128 KiB and 1.09x at 16 KiB, where the hand-offs' CPU time buys little or nothing.
+# Files this large inflate their chunks on several threads (see gitmem.workers): below it the
+# hand-offs between threads cost about what the parallel inflating saves, or more.
 _PARALLEL_BYTES = 256 << 10
 # Names that a listing (as Claude sees it) leaves out, besides dot-files.
 EXCLUDED_NAMES = frozenset({"node_modules"})
@@ -82,9 +81,8 @@ class Node(NamedTuple):
     oid: str
 
 
-# A Node from the plain (kind, oid) tuple a NodeMap holds: about 0.1 µs (a frozen dataclass's
-# __init__ cost several times that).
-# A Node from the plain ``(kind, oid)`` tuple a NodeMap holds, without NamedTuple's checks.
+# A Node from the plain ``(kind, oid)`` tuple a NodeMap holds, made on every read of a big
+# directory's entries: tuple.__new__ directly, without NamedTuple's argument handling.
 as_node: Callable[[tuple[str, str]], Node] = partial(tuple.__new__, Node)
 
 
@@ -786,10 +784,9 @@ class TreeCodec:
             # names are then the base's, not a copy of them.
             names = evolved(loaded.sealed, changes) if changes else loaded.sealed
             # The version edited is superseded: dropped now, while its memory is still in the
-            # CPU's caches, rather than when the cache's bound evicts it many writes later
-            # (freeing an evicted version of a 10,000-entry directory cost about 5 µs then,
-            # 1 µs now). Reading it again (an older snapshot) reopens it from this version,
-            # reading only the buckets that differ.
+            # CPU's caches, rather than when the cache's bound evicts it many writes later, when
+            # freeing it would touch memory gone cold. Reading it again (an older snapshot)
+            # reopens it from this version, reading only the buckets that differ.
             assert loaded.shape.oid is not None  # a committed or written version
             self._dirs.discard((loaded.shape.oid, path))
         # A repointed shape is written already.
@@ -956,7 +953,7 @@ def _inflate(chunk: tuple[str, bytes]) -> bytes:
     if method == COMPRESS_ZLIB:
         try:
             # Sized for text (about 3:1): zlib otherwise grows its output buffer from 16 KiB
-            # by copying, which makes a large chunk half again as slow to inflate.
+            # by copying, again and again for a large chunk.
             return zlib.decompress(memoryview(body)[1:], bufsize=max(4 * len(body), 16384))
         except zlib.error:
             raise IntegrityError(f"chunk {oid} does not decompress") from None
