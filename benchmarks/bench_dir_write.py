@@ -5,7 +5,7 @@
 
 Replaces one entry of a written directory of ``--entries`` memory entries (random sealed-name
 shapes) and writes the result, with the root's metadata entry spliced into the top tree, as
-``TreeEditor.write_dir`` does on every write; the tree is hashed (SHA-1) but not stored. Prints
+``TreeCodec.write_dir`` does on every write; the tree is hashed (SHA-1) but not stored. Prints
 the best of five rounds' mean in microseconds. Compare two versions of gitmem by running this
 script from each (``PYTHONPATH=<worktree>``): it times the bucket layer alone, a few µs of a
 write's CPU, far below the noise of whole commands on a shared machine.
