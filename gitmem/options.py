@@ -31,6 +31,28 @@ MAX_SESSION_CHARS = 256
 # pulls from the remote when the tool is opened; "push" also pushes after each write.
 SyncPolicy = Literal["manual", "pull", "push"]
 SYNC_POLICIES: tuple[SyncPolicy, ...] = ("manual", "pull", "push")
+# Seconds after a process's last write before its logged writes are published for plain git.
+DEFAULT_PUBLISH_IDLE = 1.0
+ENV_PUBLISH_IDLE = "GITMEM_PUBLISH_IDLE"
+
+
+def default_publish_idle() -> float | None:
+    """``GITMEM_PUBLISH_IDLE`` (seconds, or ``off``), else :data:`DEFAULT_PUBLISH_IDLE`."""
+    text = os.environ.get(ENV_PUBLISH_IDLE, "").strip()
+    if not text:
+        return DEFAULT_PUBLISH_IDLE
+    if text.lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise UsageError(
+            f"{ENV_PUBLISH_IDLE} must be a number of seconds (0 or more) or 'off', not "
+            f"{shown_repr(text)}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,9 @@ class StoreOptions:
     caps sizes (``docs/safeguards.md``); ``secrets`` is ``reject``, ``redact`` or ``allow``.
     ``remote`` (a remote name or URL) and ``sync`` (``manual``, ``pull``, ``push``) are the
     memory tool's sync policy (``docs/sync.md``); the library's own methods ignore them.
+    ``publish_idle`` is the seconds after this process's last write at which its logged writes
+    are published for plain git, on a background thread (None: only at ``close`` and exit);
+    by default ``GITMEM_PUBLISH_IDLE`` or one second.
     """
 
     session: str | None = None
@@ -53,6 +78,7 @@ class StoreOptions:
     secrets: SecretPolicy = DEFAULT_POLICY
     remote: str | None = None
     sync: SyncPolicy = "manual"
+    publish_idle: float | None = field(default_factory=default_publish_idle)
 
     def __post_init__(self) -> None:
         if self.session is not None and not isinstance(self.session, str):
@@ -85,6 +111,14 @@ class StoreOptions:
             raise UsageError(f"unknown sync policy {self.sync!r}: use manual, pull or push")
         if self.sync != "manual" and self.remote is None:
             raise UsageError(f"the sync policy {self.sync!r} needs a remote")
+        idle = self.publish_idle
+        if idle is not None:
+            if isinstance(idle, bool) or not isinstance(idle, (int, float)):
+                raise TypeError(
+                    f"publish_idle must be a number of seconds or None, not {type(idle).__name__}"
+                )
+            if not 0 <= idle < math.inf:
+                raise UsageError(f"publish_idle must be 0 or more seconds, or None, not {idle}")
 
     @classmethod
     def of(cls, options: StoreOptions | None = None, **settings: Unpack[Settings]) -> StoreOptions:
@@ -134,14 +168,18 @@ class Settings(TypedDict, total=False):
     secrets: SecretPolicy
     remote: str | None
     sync: SyncPolicy
+    publish_idle: float | None
 
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
+    "DEFAULT_PUBLISH_IDLE",
+    "ENV_PUBLISH_IDLE",
     "MAX_SESSION_CHARS",
     "SYNC_POLICIES",
     "Settings",
     "StoreOptions",
     "SyncPolicy",
     "check_session_label",
+    "default_publish_idle",
 ]

@@ -46,6 +46,7 @@ from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .fsutil import local_path
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
 from .highwater import HighWater, KnownStores, Mark, default_state_dir
+from .idle import IdlePublisher
 from .keyslots import Keyring, unlock
 from .keysource import Credential, resolve_credential
 from .limits import LimitedEditor, StoreSizer
@@ -170,6 +171,11 @@ class MemoryStore:
             except OSError as exc:
                 self._state_dir_refused(exc)
         self._head: Operation | None = None
+        self._idle = (
+            None
+            if opts.publish_idle is None
+            else IdlePublisher(opts.publish_idle, self._publish_idle, str(repo.path))
+        )
         self.limits = opts.limits
         self.secrets: SecretPolicy = opts.secrets
         self.sizer = StoreSizer(self.codec)
@@ -799,6 +805,8 @@ class MemoryStore:
             # The commit is already durable: failing now (a full disk under the state directory)
             # would make the caller redo a write that happened. The next head read catches up.
             self._advance(Mark(op.commit, op.seq))
+        if self._idle is not None and self.repo.logged_here():
+            self._idle.touch()
         return op, outcome.result
 
     def _commit(
@@ -1456,7 +1464,15 @@ class MemoryStore:
         """Publish the writes this process logged to the store (a :meth:`checkpoint`, taking
         the writer lock up to ``lock_timeout``), so that plain git reads it; nothing happens
         when there are none (a reader, a read-only store). The store may still be used after
-        it: later writes are logged again, and published at the next ``close`` or at exit."""
+        it: later writes are logged again, and published when the writer goes idle
+        (``publish_idle``), at the next ``close`` or at exit."""
+        if self._idle is not None:
+            self._idle.cancel()
+        if self.repo.logged_here():
+            self.checkpoint()
+
+    def _publish_idle(self) -> None:
+        """The idle publisher's call: what :meth:`close` publishes, from its thread."""
         if self.repo.logged_here():
             self.checkpoint()
 

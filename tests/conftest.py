@@ -15,6 +15,10 @@ import gitmem
 # Automatic maintenance off for the whole session, module-scoped fixtures included (the hermetic
 # fixture below sets it again for each test): see hermetic.
 os.environ["GITMEM_GC_AUTO"] = "0"
+# Publishing after a writer goes idle off likewise: many tests look at what the redo log holds
+# before a checkpoint, which a background publish would move at moments that depend on load.
+# tests/test_idle.py turns it on.
+os.environ["GITMEM_PUBLISH_IDLE"] = "off"
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +33,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     # Many tests find, corrupt or count loose objects: automatic packing would move them at
     # moments that depend on object ids. The tests of maintenance turn it back on.
     monkeypatch.setenv("GITMEM_GC_AUTO", "0")
+    monkeypatch.setenv("GITMEM_PUBLISH_IDLE", "off")
     for name in (
         "GITMEM_KEY",
         "GITMEM_KEY_FILE",

@@ -357,7 +357,13 @@ def expanded_signature(callee: Any) -> inspect.Signature:
     actual = inspect.signature(callee)
     params = [p for p in actual.parameters.values() if p.kind is not p.VAR_KEYWORD]
     if len(params) < len(actual.parameters):
-        defaults, param = StoreOptions(), params[0]
+        # The documented defaults, not the tests' (conftest turns idle publishing off).
+        saved = os.environ.pop("GITMEM_PUBLISH_IDLE", None)
+        try:
+            defaults, param = StoreOptions(), params[0]
+        finally:
+            if saved is not None:
+                os.environ["GITMEM_PUBLISH_IDLE"] = saved
         for name in Settings.__annotations__:
             default = getattr(defaults, name)
             annotation = Settings.__annotations__[name]

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     # buckets: the shape of split directories (format 4), below tree, which reads and writes it
     {
         "fsutil",
+        "idle",
         "knownhosts",
         "paths",
         "textops",
