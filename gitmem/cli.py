@@ -33,7 +33,7 @@ import click
 from click.core import ParameterSource
 from click.shell_completion import CompletionItem
 
-from . import history
+from . import history, report
 from . import paths as memory_paths
 from . import sync as _replication  # noqa: F401  (registers MemoryStore's replication)
 from ._version import __version__
@@ -1205,6 +1205,41 @@ def export(
         f"Exported {plural(summary.files, 'file')} and "
         f"{plural(summary.directories, 'directory', 'directories')} of "
         f"{source} to {summary.directory} (owner-only: files 0600, directories 0700)"
+    )
+
+
+@main.command("report")
+@click.argument("rev_range", required=False, metavar="[REV-RANGE]")
+@click.option(
+    "-o",
+    "--output",
+    type=LocalPath(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help=f"Write the report to FILE (default: ./{report.DEFAULT_OUTPUT}).",
+)
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@json_option
+@pass_state
+def report_command(
+    state: CliState, rev_range: str | None, output: Path | None, force: bool, as_json: bool
+) -> None:
+    """Write the history as one HTML page a browser opens offline, owner-only (0600).
+
+    REV-RANGE: REV (the history up to it), A..B (reachable from B, not from A) or A.. (up to
+    HEAD); default: the whole history. The page holds the decrypted memory.
+    """
+    target = Path(report.DEFAULT_OUTPUT) if output is None else output
+    with progress_bar("report") as advance:
+        summary = report.write_report(
+            state.store(), target, rev_range, force=force, progress=advance
+        )
+    if as_json:
+        emit_json(summary.to_json())
+        return
+    click.echo(
+        f"Wrote {summary.path} ({summary.bytes:,} bytes, owner-only 0600): "
+        f"{plural(summary.operations, 'operation')} by {plural(summary.sessions, 'session')}, "
+        f"{plural(summary.files, 'file')}; it holds the decrypted memory"
     )
 
 

@@ -524,8 +524,14 @@ class SessionSummary:
 
 def sessions(store: MemoryStore, rev: str | None = None) -> list[SessionSummary]:
     """Every session in the history up to ``rev``, most recently active first."""
+    return session_summaries(store.log(rev))
+
+
+def session_summaries(ops: Iterable[Operation]) -> list[SessionSummary]:
+    """The sessions of ``ops`` (newest first, as :func:`log` yields them), most recently
+    active first."""
     found: dict[str, SessionSummary] = {}
-    for op in store.log(rev):
+    for op in ops:
         summary = found.get(op.session)
         if summary is None:
             summary = found[op.session] = SessionSummary(op.session, op, op)
