@@ -87,10 +87,11 @@
 
   // -- state, kept in the URL's fragment so that a view can be linked and reopened ------------
   var state = { view: "timeline", session: "", command: "", path: "", q: "", file: "" };
-  (function readHash() {
+  function readHash() {
     var params = new URLSearchParams(location.hash.slice(1));
-    for (var k in state) if (params.has(k)) state[k] = params.get(k);
-  })();
+    for (var k in state) state[k] = params.has(k) ? params.get(k) : k === "view" ? "timeline" : "";
+  }
+  readHash();
   function writeHash() {
     var params = new URLSearchParams();
     for (var k in state) if (state[k] && !(k === "view" && state[k] === "timeline")) params.set(k, state[k]);
@@ -567,6 +568,13 @@
   var RENDER = { timeline: renderTimeline, sessions: renderSessions, files: renderFiles, growth: renderGrowth };
   if (!OPS.length) main.appendChild(el("p", "muted", "No operations in this range."));
   show(state.view);
+  // A link to another view of this page (or back and forward) changes only the fragment.
+  window.addEventListener("hashchange", function () {
+    readHash();
+    if (rendered.timeline) timeline.apply();
+    if (rendered.files) { rendered.files = false; views.files.textContent = ""; }
+    show(state.view);
+  });
   window.__report = { content: content, applyDiff: applyDiff, show: show, filter: filterTimeline, state: state };
   window.__reportReadyMs = performance.now();
   window.__reportReady = true;

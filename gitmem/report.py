@@ -35,12 +35,12 @@ from typing import Any
 from . import history
 from ._version import __version__
 from .errors import StorageError, UsageError, shown, shown_repr
-from .fsutil import atomic_write, is_within, open_private_file, write_all
 from .format import KIND_FILE
+from .fsutil import atomic_write, is_within, open_private_file, write_all
 from .history import Progress, iso_time
 from .operation import Operation
 from .store import MemoryStore
-from .tree import Snapshot, decode_text
+from .tree import Snapshot
 
 DEFAULT_OUTPUT = "gitmem-report.html"
 """Where ``gitmem report`` writes when no ``-o FILE`` is given (in the working directory)."""
@@ -193,7 +193,7 @@ def report_data(
             "s": session_ids[op.session],
             "k": op.command,
             "p": [path_id(p) for p in op.paths],
-            "P": list(op.parents),
+            "P": [parent[:10] for parent in op.parents],
             "x": entries,
             "f": files,
             "b": size,
@@ -253,7 +253,7 @@ def render_page(data: dict[str, Any]) -> str:
         "img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'"
     )
     return Template(_asset("report.html")).substitute(
-        policy=html.escape(policy),
+        policy=html.escape(policy, quote=False),  # no double quote in it
         title=html.escape(f"gitmem report: {data['store']}"),
         style=style,
         script=script,
