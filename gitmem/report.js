@@ -502,8 +502,8 @@
     function y(v) { return H - B - v / max * (H - T - B); }
     s.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#d0d7de" }));
     s.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#d0d7de" }));
-    [0, max / 2, max].forEach(function (v) {
-      s.appendChild(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#656d76" }, format(Math.round(v))));
+    [0, Math.round(max / 2), max].forEach(function (v) {
+      s.appendChild(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#656d76" }, format(v)));
       s.appendChild(svg("line", { x1: L, y1: y(v), x2: W - R, y2: y(v), stroke: "#eaeef2" }));
     });
     [t0, (t0 + t1) / 2, t1].forEach(function (t, k) {
