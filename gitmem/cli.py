@@ -1233,6 +1233,8 @@ def report_command(
         summary = report.write_report(
             state.store(), target, rev_range, force=force, progress=advance
         )
+    if summary.operations == 0:
+        note("the store has no history" if rev_range is None else "no operations in the range")
     if as_json:
         emit_json(summary.to_json())
         return

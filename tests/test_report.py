@@ -207,6 +207,10 @@ def test_revision_ranges(hist: MemoryStore, built: tuple[Path, str], tmp_path: P
     code, _, err = run(hist, built[1], "report", "nope..", "-o", str(tmp_path / "r.html"))
     assert code == 2 and err == "gitmem: error: unknown revision 'nope'\n"
     assert not (tmp_path / "r.html").exists()
+    # An empty range still makes a page, and says so.
+    code, out, err = run(hist, built[1], "report", "HEAD..", "-o", str(tmp_path / "e.html"))
+    assert code == 0 and out.startswith(f"Wrote {tmp_path / 'e.html'} (")
+    assert err == "gitmem: no operations in the range\n"
     # A range that starts after the first operation counts the files already there (one of
     # 19 bytes after operation 4).
     data = report_data(hist, "HEAD~3..")
@@ -240,7 +244,17 @@ def test_page_loads_nothing_from_anywhere(hist: MemoryStore, tmp_path: Path) -> 
     # The page's own markup, script and style name no URL at all (the data is the memory's).
     data = r'<script type="application/json" id="gitmem-data">.*?</script>'
     own = re.sub(data, "", page, count=1, flags=re.DOTALL)
-    for needle in ("http:", "https:", "ftp:", "ws:", "src=", "href=", "url(", "@import"):
+    for needle in (
+        "http:",
+        "https:",
+        "ftp:",
+        "ws://",
+        "wss://",
+        "src=",
+        "href=",
+        "url(",
+        "@import",
+    ):
         assert needle not in own, needle
 
 
@@ -478,4 +492,8 @@ def test_ten_thousand_operations_open_in_a_couple_of_seconds(
     last = data["ops"][0]
     got = browser.evaluate(f"window.__report.content({last['x'][0][4]})")
     assert got == history.cat(store, data["paths"][last["x"][0][1]])
+    # Recorded times with microseconds place every step of the growth charts.
+    browser.evaluate("window.__report.show('growth')")
+    steps = browser.evaluate("document.querySelector('#growth-bytes path').getAttribute('d')")
+    assert steps.count("H") == 9_999 and "NaN" not in steps
     assert browser.logs == []
