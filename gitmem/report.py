@@ -140,7 +140,17 @@ def report_data(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Everything the report page shows for ``rev_range`` (see :func:`operations_in`), as
-    JSON-ready data: operations newest first with their changes, sessions, paths, versions."""
+    JSON-ready data.
+
+    ``ops``: the operations newest first, each ``c`` commit, ``n`` seq, ``t`` time, ``s``
+    session (an index into ``sessions``), ``k`` command, ``p`` recorded paths (indexes into
+    ``paths``), ``P`` parents (10-digit ids), ``f``/``b`` files and bytes of the memory after
+    it, ``d`` its record's detail (when any), and ``x`` its file changes: ``[status letter
+    (A/D/M/R), path, old path or -1, version before or -1, version after or -1, lines added,
+    lines removed, diff hunks]``. ``versions``: each distinct file content once, as its text
+    or as ``[op index, change index]``, the change whose diff made it from its version before.
+    ``summaries``: :meth:`gitmem.history.SessionSummary.to_json` of each session.
+    """
     newest_first = operations_in(store, rev_range)
     oldest_first = newest_first[::-1]
     paths: dict[str, int] = {}
@@ -160,8 +170,8 @@ def report_data(
             files, size = 0, 0
         elif parent in totals:
             files, size = totals[parent]
-        else:
-            files, size = _totals(store, store.repo.read_commit(parent).tree)
+        else:  # the range starts here: count what was there already (once per parent)
+            files, size = totals[parent] = _totals(store, store.repo.read_commit(parent).tree)
         entries: list[list[Any]] = []
         for number, change in enumerate(changes):
             before = versions.known(change.before)

@@ -497,3 +497,11 @@ def test_ten_thousand_operations_open_in_a_couple_of_seconds(
     steps = browser.evaluate("document.querySelector('#growth-bytes path').getAttribute('d')")
     assert steps.count("H") == 9_999 and "NaN" not in steps
     assert browser.logs == []
+
+
+def test_session_summaries_cover_the_range(hist: MemoryStore) -> None:
+    assert [s.to_json() for s in history.session_summaries(hist.log())] == [
+        s.to_json() for s in history.sessions(hist)
+    ]
+    summaries = report_data(hist, "HEAD~5..")["summaries"]
+    assert [(s["session"], s["operations"]) for s in summaries] == [("carol", 2), ("bob", 3)]
