@@ -87,6 +87,24 @@ def shown_seqs(browser: Browser) -> list[int]:
     return [int(seq) for seq in found]
 
 
+def wait_for(browser: Browser, condition: str) -> None:
+    """Wait until the JavaScript ``condition`` holds (an opened operation builds its diff in a
+    task of its own)."""
+    deadline = time.monotonic() + 10
+    while not browser.evaluate(f"!!({condition})"):
+        assert time.monotonic() < deadline, condition
+        time.sleep(0.02)
+
+
+def open_every_operation(browser: Browser) -> None:
+    browser.evaluate("document.querySelectorAll('#ops details').forEach(d => d.open = true)")
+    wait_for(
+        browser,
+        "document.querySelectorAll('#ops .body').length"
+        " === document.querySelectorAll('#ops details').length",
+    )
+
+
 # -- the file, as an export writes one ------------------------------------------------------
 
 
@@ -291,7 +309,7 @@ def test_browser_shows_every_session_operation_diff_and_chart(
     # A diff is built only when its operation is opened.
     assert browser.evaluate("document.querySelectorAll('#ops pre').length") == 0
     browser.evaluate("document.querySelector('#ops details[data-seq=\"2\"]').open = true")
-    time.sleep(0.1)
+    wait_for(browser, "document.querySelectorAll('#ops .body').length === 1")
     assert texts(browser, "#ops details[data-seq='2'] pre span") == [
         "@@ -1,3 +1,3 @@",
         " one",
@@ -417,7 +435,7 @@ def test_browser_shows_merges_as_merges(tmp_path: Path, key: str, browser: Brows
     assert browser.evaluate("document.querySelectorAll('#ops details.merge').length") == 1
     assert texts(browser, "#ops details.merge .badge") == ["merge of 2 parents"]
     browser.evaluate("document.querySelector('#ops details.merge').open = true")
-    time.sleep(0.1)
+    wait_for(browser, "document.querySelectorAll('#ops .body').length === 1")
     body = texts(browser, "#ops details.merge .kv")
     assert (
         f"merge of {merge['P'][0]} and {merge['P'][1]} (the diff is against the first parent)"
@@ -445,16 +463,14 @@ def test_memory_cannot_inject_markup_or_script(
     write_report(store, page)
     for view in ("", "#view=sessions", "#view=growth", f"#view=files&file={HOSTILE_PATH}"):
         open_report(browser, page, view)
-        browser.evaluate("document.querySelectorAll('#ops details').forEach(d => d.open = true)")
-        time.sleep(0.1)
+        open_every_operation(browser)
         assert browser.evaluate("typeof window.__pwned") == "undefined"
         for tag in ("img", "iframe", "b"):
             assert browser.evaluate(f"document.getElementsByTagName('{tag}').length") == 0
         assert browser.evaluate("document.scripts.length") == 2  # the data and the page's own
         assert browser.logs == []
     open_report(browser, page)
-    browser.evaluate("document.querySelectorAll('#ops details').forEach(d => d.open = true)")
-    time.sleep(0.1)
+    open_every_operation(browser)
     shown = browser.evaluate("document.getElementById('ops').textContent")
     assert INJECTED in shown and HOSTILE_PATH in shown and HOSTILE_SESSION in shown
     assert browser.requests == [page.as_uri()]
