@@ -210,6 +210,34 @@ def test_a_failed_write_leaves_no_file(
     assert os.listdir(tmp_path) == ["store.git"]
 
 
+def test_a_failed_forced_write_keeps_the_old_file(
+    hist: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gitmem.fsutil
+
+    def full_disk(fd: int, data: bytes) -> None:
+        os.write(fd, data[:100])
+        raise OSError(28, "No space left on device")
+
+    target = tmp_path / "r.html"
+    target.write_text("the old report")
+    monkeypatch.setattr(gitmem.fsutil, "write_all", full_disk)
+    with pytest.raises(Exception, match=r"^the file system refused: No space left on device; "):
+        write_report(hist, target, force=True)
+    assert target.read_text() == "the old report"
+    assert sorted(os.listdir(tmp_path)) == ["r.html", "store.git"]
+
+
+def test_the_page_assets_ship_with_the_package() -> None:
+    # An editable install reads them from the source tree; a wheel has only package data.
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    data = re.search(r"^gitmem = \[(.*)\]$", pyproject, flags=re.M)
+    assert data is not None
+    for name in ("report.html", "report.css", "report.js"):
+        assert f'"{name}"' in data.group(1)
+        assert (Path(__file__).parent.parent / "gitmem" / name).is_file()
+
+
 def test_revision_ranges(hist: MemoryStore, built: tuple[Path, str], tmp_path: Path) -> None:
     seqs = [op.seq for op in operations_in(hist, "HEAD~2")]
     assert seqs == [5, 4, 3, 2, 1]
