@@ -39,8 +39,8 @@ from .format import KIND_FILE
 from .fsutil import atomic_write, is_within, open_private_file, write_all
 from .history import Progress, iso_time
 from .operation import Operation
+from .snapshot import Snapshot
 from .store import MemoryStore
-from .tree import Snapshot
 
 DEFAULT_OUTPUT = "gitmem-report.html"
 """Where ``gitmem report`` writes when no ``-o FILE`` is given (in the working directory)."""
