@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from itertools import chain, islice
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
@@ -33,7 +35,7 @@ import click
 from click.core import ParameterSource
 from click.shell_completion import CompletionItem
 
-from . import history, report
+from . import history, report, search
 from . import paths as memory_paths
 from . import sync as _replication  # noqa: F401  (registers MemoryStore's replication)
 from ._version import __version__
@@ -60,7 +62,7 @@ from .keysource import (
 )
 from .options import check_session_label
 from .paths import MemoryPath
-from .render import plural
+from .render import plural, table_cells, table_line
 from .revisions import SESSION_PREFIX, parse_time
 from .store import MemoryStore, Operation
 from .syncresult import SyncResult
@@ -491,6 +493,12 @@ def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int,
         yield update
 
 
+def terminal_width() -> int | None:
+    """The width human tables are cut to: the terminal's (``$COLUMNS`` first) when stdout is
+    one; None (nothing cut) when it is a pipe or a file, as git cuts only for a terminal."""
+    return shutil.get_terminal_size().columns if _isatty(sys.stdout) else None
+
+
 def style(text: str, **styles: Any) -> str:
     """``text`` with ANSI styles when this command's output is coloured, else unchanged."""
     if not text or not any(styles.values()):
@@ -797,6 +805,10 @@ def patches(changes: Iterable[history.FileChange]) -> Iterator[str]:
 # -- history --------------------------------------------------------------------------------
 
 
+# What -p and --stat show of an operation: all its changes, or those the pickaxe matched.
+ChangesOf = Callable[[Operation], list[history.FileChange]]
+
+
 def _time_option(name: str, text: str) -> Callable[[F], F]:
     return click.option(name, metavar="TIME", help=text)
 
@@ -822,6 +834,15 @@ def _time_option(name: str, text: str) -> Callable[[F], F]:
     is_flag=True,
     help="Follow only the first parent of each merge: this replica's own line.",
 )
+@click.option(
+    "-S", "pickaxe_text", metavar="TEXT", help="Only operations that changed how often TEXT occurs."
+)
+@click.option(
+    "-G",
+    "pickaxe_regex",
+    metavar="REGEX",
+    help="Only operations adding or removing a matching line.",
+)
 @click.option("--stat", is_flag=True, help="Add the lines added and removed per file.")
 @click.option("-p", "--patch", is_flag=True, help="Add the decrypted unified diff.")
 @json_option
@@ -836,6 +857,8 @@ def log(
     until: str | None,
     max_count: int | None,
     first_parent: bool,
+    pickaxe_text: str | None,
+    pickaxe_regex: str | None,
     stat: bool,
     patch: bool,
     as_json: bool,
@@ -845,22 +868,37 @@ def log(
     Newest first by recorded time, never an operation before one made on top of it, so merged
     replicas' work reads as it happened. Starts at REV (default: HEAD). With PATHs, only
     operations that touched them (or anything below them), following renames back to earlier
-    names. A session or command that matches
-    nothing is an error; a filter that finds nothing says so on stderr.
+    names. With -S or -G, only the operations where a text was learned or forgotten, and only
+    the files that did. A session or command that matches nothing is an error; a filter that
+    finds nothing says so on stderr.
     """
     revs, paths = split_revs_and_paths(args, 1)
     store = state.store()
-    found = history.log(
-        store,
-        one_rev(revs, rev_option),
-        paths=paths,
-        session=session,
-        command=command_name,
-        since=None if since is None else parse_time(since),
-        until=None if until is None else parse_time(until),
-        max_count=max_count,
-        first_parent=first_parent,
-    )
+    filters: dict[str, Any] = {
+        "paths": paths,
+        "session": session,
+        "command": command_name,
+        "since": None if since is None else parse_time(since),
+        "until": None if until is None else parse_time(until),
+        "max_count": max_count,
+        "first_parent": first_parent,
+    }
+    changes_of: ChangesOf = partial(history.changes, store)
+    if pickaxe_text is not None or pickaxe_regex is not None:
+        if pickaxe_text is not None and pickaxe_regex is not None:
+            raise UsageError("-S and -G cannot be combined: give one")
+        hits = search.pickaxe(
+            store, one_rev(revs, rev_option), text=pickaxe_text, regex=pickaxe_regex, **filters
+        )
+        # -p and --stat show only the files whose change matched, as git's pickaxe does.
+        matched: dict[str, list[history.FileChange]] = {}
+        found = _pickaxe_operations(hits, matched)
+
+        def changes_of(op: Operation) -> list[history.FileChange]:
+            return matched.pop(op.commit)
+
+    else:
+        found = history.log(store, one_rev(revs, rev_option), **filters)
     # The first match is looked for before any output, so that an unknown session is an error
     # and not an empty page.
     first = next(found, None)
@@ -882,20 +920,36 @@ def log(
                 advance(done, total)
 
         if as_json:
-            emit_lines(state, _log_json(store, counted(ops), stat, patch), page=False)
+            emit_lines(state, _log_json(store, counted(ops), stat, patch, changes_of), page=False)
         else:
-            emit_lines(state, _log_text(store, counted(ops), stat, patch))
+            emit_lines(state, _log_text(store, counted(ops), stat, patch, changes_of))
+
+
+def _pickaxe_operations(
+    hits: Iterator[search.PickaxeHit], matched: dict[str, list[history.FileChange]]
+) -> Iterator[Operation]:
+    """The operations of ``hits``, keeping in ``matched`` the changes each one matched by."""
+    for hit in hits:
+        matched[hit.operation.commit] = hit.changes
+        yield hit.operation
 
 
 def _log_json(
-    store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool
+    store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool, changes_of: ChangesOf
 ) -> Iterator[str]:
     for op in ops:
-        yield json_line(history.operation_json(store, op, stat=stat, patch=patch))
+        body = history.operation_json(store, op)
+        if stat or patch:
+            body["changes"] = [c.to_json(with_diff=patch) for c in changes_of(op)]
+        yield json_line(body)
 
 
 def _log_text(
-    store: MemoryStore, ops: Iterator[Operation], stat: bool, patch: bool
+    store: MemoryStore,
+    ops: Iterator[Operation],
+    stat: bool,
+    patch: bool,
+    changes_of: ChangesOf | None = None,
 ) -> Iterator[str]:
     # Align the session column on the first screenful rather than wait for the whole history.
     first = list(islice(ops, _WIDTH_LOOKAHEAD))
@@ -905,7 +959,7 @@ def _log_text(
             yield ""
         yield log_line(op, width)
         if stat or patch:
-            changes = history.changes(store, op)
+            changes = (changes_of or partial(history.changes, store))(op)
             if stat:
                 yield from stat_lines(changes)
             if patch:
@@ -1003,6 +1057,84 @@ def blame(state: CliState, args: tuple[str, ...], rev_option: str | None, as_jso
 
 
 @main.command()
+@click.argument(
+    "args", nargs=-1, metavar="PATTERN [REV] [--] [PATH]...", shell_complete=complete_memory_path
+)
+@click.option("-e", "pattern_option", metavar="PATTERN", help="The pattern (one starting with -).")
+@click.option("-i", "--ignore-case", is_flag=True, help="Ignore case differences.")
+@click.option("-F", "--fixed-strings", is_flag=True, help="Match PATTERN as text, not a regex.")
+@click.option("-n", "--line-number", is_flag=True, help="Prefix each line with its number.")
+@click.option(
+    "-l", "--files-with-matches", is_flag=True, help="Print only the names of matching files."
+)
+@json_option
+@pass_state
+def grep(
+    state: CliState,
+    args: tuple[str, ...],
+    pattern_option: str | None,
+    ignore_case: bool,
+    fixed_strings: bool,
+    line_number: bool,
+    files_with_matches: bool,
+    as_json: bool,
+) -> None:
+    """Print the lines of memory files (at REV: default HEAD) that match PATTERN.
+
+    PATTERN is a Python regular expression. Each line is PATH:TEXT (REV:PATH:TEXT when REV is
+    given), as git grep prints. Exit code 1 when nothing matches.
+    """
+    words = list(args)
+    if pattern_option is None:
+        if not words or words[0] == PATHS_MARK:
+            raise UsageError("give the pattern to look for (-e PATTERN for one starting with -)")
+        pattern_option = words.pop(0)
+    revs, paths = split_revs_and_paths(words, 1)
+    rev = revs[0] if revs else None
+    pattern = search.compile_pattern(
+        pattern_option, fixed_strings=fixed_strings, ignore_case=ignore_case
+    )
+    matches = search.grep(state.store(), pattern, rev, paths=paths)
+    first = next(matches, None)
+    if first is None:
+        click.get_current_context().exit(1)
+    found = chain([first], matches)
+    if files_with_matches:
+        found_files = list(dict.fromkeys(match.path for match in found))
+        if as_json:
+            emit_lines(state, (json_line({"path": p}) for p in found_files), page=False)
+        else:
+            prefix = "" if rev is None else rev + ":"
+            emit_lines(state, (style(visible(prefix + p), fg="magenta") for p in found_files))
+        return
+    if as_json:
+        emit_lines(state, (json_line(match.to_json()) for match in found), page=False)
+        return
+    emit_lines(state, (grep_line(match, pattern, rev, line_number) for match in found))
+
+
+def grep_line(
+    match: search.GrepMatch, pattern: re.Pattern[str], rev: str | None, number: bool
+) -> str:
+    """One line of ``gitmem grep``, coloured as git grep colours it: names magenta, line numbers
+    green, separators cyan, the matched text bold red."""
+    colon = style(":", fg="cyan")
+    parts = [] if rev is None else [style(visible(rev), fg="magenta")]
+    parts.append(style(visible(match.path), fg="magenta"))
+    if number:
+        parts.append(style(str(match.line), fg="green"))
+    text, at = [], 0
+    for found in pattern.finditer(match.text):
+        if found.end() == found.start():
+            continue
+        text += [visible(match.text[at : found.start()])]
+        text += [style(visible(found.group()), fg="red", bold=True)]
+        at = found.end()
+    text.append(visible(match.text[at:]))
+    return colon.join(parts) + colon + "".join(text)
+
+
+@main.command()
 @json_option
 @pass_state
 def sessions(state: CliState, as_json: bool) -> None:
@@ -1034,23 +1166,17 @@ def sessions(state: CliState, as_json: bool) -> None:
                 visible(shown),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    width = terminal_width()
+    table = table_cells(rows, right=(3,), shrink=(0, 4, 5), width=width)
 
-    def line(index: int, row: tuple[str, ...]) -> str:
-        cells = [
-            row[0].ljust(widths[0]),
-            row[1].ljust(widths[1]),
-            row[2].ljust(widths[2]),
-            row[3].rjust(widths[3]),
-            row[4].ljust(widths[4]),
-            row[5],
-        ]
-        text = "  ".join(cells).rstrip()
+    def line(index: int, cells: list[str]) -> str:
+        text = table_line(cells, width)
         if index == 0:
             return style(text, bold=True)
-        return text.replace(row[0], style(row[0], fg="cyan"), 1)
+        label = cells[0].rstrip()
+        return text.replace(label, style(label, fg="cyan"), 1)
 
-    emit_lines(state, (line(i, row) for i, row in enumerate(rows)))
+    emit_lines(state, (line(i, cells) for i, cells in enumerate(table)))
 
 
 @main.command()

@@ -1,11 +1,11 @@
 """What Claude's ``view`` shows: numbered file content and directory listings, as the SDK's
 reference backend formats them. The tool and ``gitmem view`` share these functions, and the
-CLI and demo share :func:`plural`.
+CLI and demo share :func:`plural`; the CLI's tables are laid out by :func:`table_cells`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from .errors import GitMemError
 from .snapshot import ListEntry
@@ -83,3 +83,59 @@ def edit_snippet(new_content: str, changed_line: int) -> str:
         "The memory file has been edited. Here is the snippet showing the change "
         "(with line numbers):\n" + number_lines(lines[start:end], start + 1)
     )
+
+
+ELLIPSIS = "\u2026"
+COLUMN_GAP = "  "
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, the last one an ellipsis when anything was cut."""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + ELLIPSIS if width > 0 else ""
+
+
+def table_cells(
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Collection[int] = (),
+    shrink: Collection[int] = (),
+    width: int | None = None,
+) -> list[list[str]]:
+    """``rows`` (the first one the header) as aligned cells, for :func:`table_line`.
+
+    Columns in ``right`` are right-aligned, the others left-aligned; the last one is not
+    padded. With ``width``, the columns in ``shrink`` give up characters, the widest first and
+    never below their header's width, until a row fits in ``width``; a cell cut short ends in
+    an ellipsis.
+    """
+    count = len(rows[0])
+    widths = [max(len(row[i]) for row in rows) for i in range(count)]
+    if width is not None:
+        excess = sum(widths) + len(COLUMN_GAP) * (count - 1) - width
+        while excess > 0:
+            give = [i for i in shrink if widths[i] > len(rows[0][i])]
+            if not give:
+                break
+            widths[max(give, key=lambda i: (widths[i], i))] -= 1
+            excess -= 1
+    last = count - 1
+    return [
+        [
+            clip(cell, widths[i])
+            if i == last
+            else clip(cell, widths[i]).rjust(widths[i])
+            if i in right
+            else clip(cell, widths[i]).ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        for row in rows
+    ]
+
+
+def table_line(cells: Sequence[str], width: int | None = None) -> str:
+    """A row of :func:`table_cells` as one line, cut to ``width`` (with an ellipsis) when even
+    the shrunk columns do not fit."""
+    line = COLUMN_GAP.join(cells).rstrip()
+    return line if width is None else clip(line, width)

@@ -143,7 +143,8 @@ def test_json_fields_are_documented(built: tuple[Path, str], tmp_path: Path) -> 
     env = {"GITMEM_KEY": built[1]}
     out = tmp_path / "out"
     runs = {
-        "log": [["log"], ["log", "--stat"], ["log", "-p"]],
+        "log": [["log"], ["log", "--stat"], ["log", "-p"], ["log", "-S", "one", "-p"]],
+        "grep": [["grep", "o"], ["grep", "-l", "o"]],
         "show": [["show"]],
         "diff": [["diff", "HEAD~6"]],
         "blame": [["blame", "/memories/dir/n.md"]],

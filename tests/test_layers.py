@@ -47,7 +47,7 @@ LAYERS: list[set[str]] = [
     {"store"},
     {"transfer"},
     {"history", "initstore", "sync", "autosync"},
-    {"tool", "report"},
+    {"tool", "report", "search"},
     {"mcp_server"},
     {"demo"},
     {"cli"},
