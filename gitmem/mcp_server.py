@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
+from itertools import islice
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -29,10 +30,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from . import history
+from . import history, search
 from . import paths as memory_paths
 from ._version import __version__
-from .errors import GitMemError, UsageError, reporting_rollback_off, shown
+from .errors import GitMemError, UsageError, reporting_rollback_off, shown, shown_int
 from .revisions import parse_time
 from .store import MemoryStore
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
@@ -80,6 +81,7 @@ def _schema(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[st
     return {"type": "object", "properties": properties, "required": list(required)}
 
 
+SEARCH_MODES = ("grep", "S", "G")
 _REV = "A revision: a commit id (or 4+ digits of one), HEAD, HEAD~N, session:NAME, @{TIME}."
 
 AUDIT_TOOLS = (
@@ -117,6 +119,43 @@ AUDIT_TOOLS = (
         "wrote it: one JSON object per line.",
         input_schema=_schema(
             {"path": _string("A memory file, /memories/..."), "rev": _string(_REV)}, ["path"]
+        ),
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="memory_search",
+        description="Search the memory and its history, as git grep and git log -S/-G do. "
+        "mode grep (the default): the lines of the memory at rev that match pattern, one JSON "
+        "object per line (path, line, text). mode S: the operations that changed how many "
+        "times pattern (as text) occurs in a file: where it was learned and where forgotten. "
+        "mode G: the operations whose diff adds or removes a line matching pattern. S and G "
+        "give operation objects, newest first, with patch each with the matching files' diffs.",
+        input_schema=_schema(
+            {
+                "pattern": _string("A Python regular expression (text for mode S)."),
+                "mode": {
+                    "type": "string",
+                    "enum": list(SEARCH_MODES),
+                    "description": "grep (default), S or G.",
+                },
+                "rev": _string("Search the memory at (grep), or the history from, here. " + _REV),
+                "path": _string(
+                    "Only this memory file or directory (S, G: operations that touched it)."
+                ),
+                "session": _string("S and G: only operations of this session."),
+                "ignore_case": {"type": "boolean", "description": "Ignore case (grep and G)."},
+                "fixed_strings": {
+                    "type": "boolean",
+                    "description": "Match pattern as text, not a regular expression (grep, G).",
+                },
+                "max_count": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "At most this many lines or operations (default 50).",
+                },
+                "patch": {"type": "boolean", "description": "S and G: add the diffs."},
+            },
+            ["pattern"],
         ),
         annotations=_READ_ONLY,
     ),
@@ -190,6 +229,7 @@ class MemoryServer:
             "memory_log": self._log,
             "memory_show": self._show,
             "memory_blame": self._blame,
+            "memory_search": self._search,
             "memory_sessions": self._sessions,
         }
         if allow_restore:
@@ -255,6 +295,43 @@ class MemoryServer:
         lines = history.blame(self.store, memory_paths.parse(path), _arg(args, "rev", str))
         return _lines(line.to_json() for line in lines)
 
+    def _search(self, args: dict[str, Any]) -> str:
+        raw = _arg(args, "pattern", str)
+        if raw is None:
+            raise ToolError("Error: memory_search needs the `pattern` parameter")
+        mode = _arg(args, "mode", str, "grep")
+        if mode not in SEARCH_MODES:
+            raise ToolError(f"Error: `mode` must be one of {', '.join(SEARCH_MODES)}")
+        path = _arg(args, "path", str)
+        paths = [] if path is None else [memory_paths.parse(path)]
+        rev, count = _arg(args, "rev", str), _arg(args, "max_count", int, DEFAULT_LOG_COUNT)
+        if count < 0:
+            raise UsageError(f"max_count must be 0 or more, not {shown_int(count)}")
+        fixed, ignore_case = _arg(args, "fixed_strings", bool), _arg(args, "ignore_case", bool)
+        if mode == "S" and (fixed is not None or ignore_case is not None):
+            raise ToolError("Error: mode S matches pattern as text: no fixed_strings, ignore_case")
+        if mode != "S":
+            pattern = search.compile_pattern(
+                raw, fixed_strings=bool(fixed), ignore_case=bool(ignore_case)
+            )
+        if mode == "grep":
+            for name in ("session", "patch"):
+                if args.get(name) is not None:
+                    raise ToolError(f"Error: `{name}` is for mode S and G, not grep")
+            matches = search.grep(self.store, pattern, rev, paths=paths)
+            return _lines(match.to_json() for match in islice(matches, count))
+        hits = search.pickaxe(
+            self.store,
+            rev,
+            text=raw if mode == "S" else None,
+            regex=pattern if mode == "G" else None,
+            paths=paths,
+            session=_arg(args, "session", str),
+            max_count=count,
+        )
+        patch = bool(_arg(args, "patch", bool, False))
+        return _lines(_hit_json(hit, patch) for hit in hits)
+
     def _sessions(self, args: dict[str, Any]) -> str:
         return _lines(summary.to_json() for summary in history.sessions(self.store))
 
@@ -279,6 +356,13 @@ class MemoryServer:
         if op is None:
             return history.nothing_to_restore(self.store.resolve(rev), paths or [])
         return _lines([op.to_json()])
+
+
+def _hit_json(hit: search.PickaxeHit, patch: bool) -> dict[str, Any]:
+    body = hit.operation.to_json()  # as memory_log's, with only the changes that matched
+    if patch:
+        body["changes"] = [change.to_json(with_diff=True) for change in hit.changes]
+    return body
 
 
 def _result(text: str, *, error: bool = False) -> types.CallToolResult:

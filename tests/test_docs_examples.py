@@ -33,6 +33,7 @@ import gitmem.errors
 import gitmem.mcp_server
 import gitmem.options
 import gitmem.paths
+import gitmem.search
 from gitmem.crypto import decode_key
 from gitmem.demo.progress_log import run_store_demo
 from gitmem.keysource import user_key_path, write_key_file
@@ -528,7 +529,8 @@ def _callee(heading: str, name: str) -> Any:
         return getattr(gitmem.MemoryStore, name.removeprefix("store."))
     if "." in name:
         return eval(name, {"gitmem": gitmem, "MemoryStore": gitmem.MemoryStore})
-    owner = gitmem.history if "gitmem.history" in heading else gitmem.MemoryStore
+    modules = {"gitmem.history": gitmem.history, "gitmem.search": gitmem.search}
+    owner = next((m for h, m in modules.items() if h in heading), gitmem.MemoryStore)
     return getattr(owner, name)
 
 

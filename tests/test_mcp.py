@@ -150,6 +150,7 @@ def test_every_command_gives_the_memory_tools_strings_and_one_commit_per_write(
                 "memory_log",
                 "memory_show",
                 "memory_blame",
+                "memory_search",
                 "memory_sessions",
             ]
             schema = listed.tools[0].input_schema
@@ -280,6 +281,99 @@ def test_audit_tools_and_restore_with_allow_restore(tmp_path: Path, key: str) ->
     assert labels[0] == labels[1] and labels[0].startswith("mcp-")
     assert fresh.read_text(notes) == "keep this\n"
     assert fresh.verify().ok
+
+
+def test_memory_search_greps_and_runs_the_pickaxe(tmp_path: Path, key: str) -> None:
+    repo = tmp_path / "m.git"
+    store = gitmem.MemoryStore.open(repo, key, create=True, session="writer")
+    notes, todo = gitmem.parse_path("/memories/notes.md"), gitmem.parse_path("/memories/todo.md")
+    store.create(notes, "prefers tabs\nuses vim (since 2020)\n")
+    store.create(todo, "- ask about tabs\n")
+    store.rename(notes, gitmem.parse_path("/memories/user/prefs.md"))
+    later = gitmem.MemoryStore.open(repo, key, session="later")
+    later.str_replace(
+        gitmem.parse_path("/memories/user/prefs.md"), "prefers tabs", "prefers spaces"
+    )
+    later.delete(todo)
+    ids = [op.commit for op in later.log()][::-1]
+
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("grep", {"pattern": "S", "ignore_case": True}),
+        ("grep-old", {"pattern": "tabs", "rev": "HEAD~2", "path": "/memories/todo.md"}),
+        ("grep-fixed", {"pattern": "(since", "fixed_strings": True, "mode": "grep"}),
+        ("grep-none", {"pattern": "tabs"}),  # learned, and forgotten since
+        ("grep-1", {"pattern": "s", "max_count": 1}),
+        ("S", {"pattern": "tabs", "mode": "S"}),
+        ("S-session", {"pattern": "tabs", "mode": "S", "session": "writer", "patch": True}),
+        ("G", {"pattern": "^prefers", "mode": "G", "max_count": 1}),
+        ("bad-regex", {"pattern": "("}),
+        ("bad-mode", {"pattern": "x", "mode": "P"}),
+        ("no-pattern", {"mode": "S"}),
+        ("grep-session", {"pattern": "x", "session": "writer"}),
+        ("S-ignore-case", {"pattern": "x", "mode": "S", "ignore_case": True}),
+        ("bad-path", {"pattern": "x", "path": "/etc"}),
+        ("negative", {"pattern": "x", "max_count": -1}),
+    ]
+
+    async def scenario() -> dict[str, tuple[bool, str]]:
+        async with connect(repo, key) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            search_tool = listed["memory_search"]
+            assert search_tool.annotations is not None
+            assert search_tool.annotations.read_only_hint is True
+            return {
+                label: text_of(await client.call_tool("memory_search", args))
+                for label, args in calls
+            }
+
+    got = anyio.run(scenario)
+    assert got["grep"] == (
+        False,
+        '{"line": 1, "path": "/memories/user/prefs.md", "text": "prefers spaces"}\n'
+        '{"line": 2, "path": "/memories/user/prefs.md", "text": "uses vim (since 2020)"}',
+    )
+    assert got["grep-old"] == (
+        False,
+        '{"line": 1, "path": "/memories/todo.md", "text": "- ask about tabs"}',
+    )
+    assert got["grep-fixed"] == (
+        False,
+        '{"line": 2, "path": "/memories/user/prefs.md", "text": "uses vim (since 2020)"}',
+    )
+    assert got["grep-none"] == (False, "")
+    assert got["grep-1"] == (
+        False,
+        '{"line": 1, "path": "/memories/user/prefs.md", "text": "prefers spaces"}',
+    )
+    fresh = gitmem.MemoryStore.open(repo, key)
+    by_commit = {op.commit: op for op in fresh.log()}
+
+    def commits(text: str) -> list[str]:
+        return [json.loads(line)["commit"] for line in text.splitlines()]
+
+    # Learned by both creates; forgotten by the edit and the delete; the rename is no change.
+    assert got["S"][0] is False
+    assert commits(got["S"][1]) == [ids[4], ids[3], ids[1], ids[0]]
+    assert json.loads(got["S"][1].splitlines()[0]) == by_commit[ids[4]].to_json()
+    session_hits = [json.loads(line) for line in got["S-session"][1].splitlines()]
+    assert [h["commit"] for h in session_hits] == [ids[1], ids[0]]
+    assert [c["path"] for c in session_hits[0]["changes"]] == ["/memories/todo.md"]
+    assert session_hits[0]["changes"][0]["diff"].endswith("+- ask about tabs\n")
+    assert commits(got["G"][1]) == [ids[3]]
+    assert got["bad-regex"] == (
+        True,
+        "Error: invalid regular expression '(': missing ), unterminated subpattern at "
+        "position 0 (patterns are Python regular expressions; -F matches the text as it is)",
+    )
+    assert got["bad-mode"] == (True, "Error: `mode` must be one of grep, S, G")
+    assert got["no-pattern"] == (True, "Error: memory_search needs the `pattern` parameter")
+    assert got["grep-session"] == (True, "Error: `session` is for mode S and G, not grep")
+    assert got["S-ignore-case"] == (
+        True,
+        "Error: mode S matches pattern as text: no fixed_strings, ignore_case",
+    )
+    assert got["bad-path"][0] is True and got["bad-path"][1].startswith("Error: The path /etc")
+    assert got["negative"] == (True, "Error: max_count must be 0 or more, not -1")
 
 
 def test_two_clients_writing_at_once(tmp_path: Path, key: str) -> None:
