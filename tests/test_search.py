@@ -229,6 +229,12 @@ def test_log_pickaxe_json_changes_are_the_matching_files_only(gm: Gitmem) -> Non
             "status": "added",
         }
     ]
+    # With a path: the operations that touched it, each looked at whole (docs/cli.md).
+    body = json.loads(gm.ok("log", "--json", "--stat", "-S", "x", "-n", "1", "/memories/dir"))
+    assert (body["command"], [c["path"] for c in body["changes"]]) == (
+        "restore",
+        ["/memories/other.md"],
+    )
     body = json.loads(gm.ok("log", "--json", "-p", "-S", "one", "-n", "1"))
     assert [c["path"] for c in body["changes"]] == ["/memories/dir/n.md"]
     assert body["changes"][0]["diff"].endswith("@@ -1,4 +1,4 @@\n-ONE\n+one\n TWO\n three\n four\n")
