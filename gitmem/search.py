@@ -42,6 +42,14 @@ def compile_pattern(
         ) from None
 
 
+def _compiled(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str):
+            raise TypeError("the pattern must match text (str), not bytes")
+        return pattern
+    return compile_pattern(pattern)
+
+
 def _lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
@@ -79,7 +87,7 @@ def grep(
     ``paths``, only files at or below one of them; a path that does not exist at ``rev`` is
     :class:`NotFound`, raised before any match is yielded.
     """
-    compiled = compile_pattern(pattern) if isinstance(pattern, str) else pattern
+    compiled = _compiled(pattern)
     snapshot = store.snapshot(rev)
     wanted = as_paths(paths)
     roots: list[tuple[MemoryPath, Node]] = []
@@ -153,7 +161,7 @@ def pickaxe(
             raise UsageError("give the text to look for: -S with an empty text matches nothing")
     if max_count is not None and max_count < 0:
         raise UsageError(f"max_count must be 0 or more, not {max_count}")
-    compiled = compile_pattern(regex) if isinstance(regex, str) else regex
+    compiled = _compiled(regex) if regex is not None else None
     # Raises at once for a bad filter, as log does.
     ops = log(
         store,

@@ -4,6 +4,7 @@ of tests/test_history.py, and the width of ``gitmem sessions``' table on a termi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections import Counter
@@ -272,6 +273,21 @@ def test_log_pickaxe_refusals(gm: Gitmem) -> None:
     )
 
 
+def test_pickaxe_leaves_merges_out(tmp_path: Path, key: str) -> None:
+    first = MemoryStore.open(tmp_path / "a.git", key, create=True, session="a")
+    first.create(parse_path("/memories/notes.md"), "1\n")
+    second = MemoryStore.clone(str(tmp_path / "a.git"), tmp_path / "b.git", key, session="b")
+    first.create(parse_path("/memories/fact.md"), "the sky is green\n")
+    second.create(parse_path("/memories/other.md"), "x\n")
+    assert second.pull().action == "merged"
+    assert next(op.command for op in second.log()) == "merge"
+    # The merge brings fact.md into second's line of history: the operation that wrote it is
+    # the one found, as git log -S finds it, and not the merge as well.
+    hits = list(search.pickaxe(second, text="green"))
+    assert [(h.operation.session, h.operation.command) for h in hits] == [("a", "create")]
+    assert [h.operation.session for h in search.pickaxe(second, regex="^x$")] == ["b"]
+
+
 def test_pickaxe_library(gm: Gitmem) -> None:
     store = gm.store()
     hits = list(search.pickaxe(store, text="one"))
@@ -288,6 +304,10 @@ def test_pickaxe_library(gm: Gitmem) -> None:
         search.pickaxe(store, text="a", max_count=-1)
     with pytest.raises(UsageError, match="unknown command"):
         search.pickaxe(store, text="a", command="bogus")
+    with pytest.raises(TypeError, match="pattern must be a str, not int"):
+        search.pickaxe(store, regex=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the pattern must match text"):
+        search.grep(store, re.compile(b"x"))  # type: ignore[arg-type]
 
 
 def test_pickaxe_decrypts_each_changed_version_once(
