@@ -310,11 +310,12 @@ class MemoryServer:
         fixed, ignore_case = _arg(args, "fixed_strings", bool), _arg(args, "ignore_case", bool)
         if mode == "S" and (fixed is not None or ignore_case is not None):
             raise ToolError("Error: mode S matches pattern as text: no fixed_strings, ignore_case")
+        pattern = None
         if mode != "S":
             pattern = search.compile_pattern(
                 raw, fixed_strings=bool(fixed), ignore_case=bool(ignore_case)
             )
-        if mode == "grep":
+        if pattern is not None and mode == "grep":
             for name in ("session", "patch"):
                 if args.get(name) is not None:
                     raise ToolError(f"Error: `{name}` is for mode S and G, not grep")
@@ -323,8 +324,8 @@ class MemoryServer:
         hits = search.pickaxe(
             self.store,
             rev,
-            text=raw if mode == "S" else None,
-            regex=pattern if mode == "G" else None,
+            text=raw if pattern is None else None,
+            regex=pattern,
             paths=paths,
             session=_arg(args, "session", str),
             max_count=count,
