@@ -20,8 +20,9 @@ from .errors import NotFound, UsageError, shown_repr
 from .format import KIND_DIR, KIND_FILE
 from .history import FileChange, log
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_paths
+from .snapshot import Snapshot, changed_file_nodes, decode_text
 from .store import MemoryStore, Operation
-from .tree import Node, Snapshot, changed_file_nodes, decode_text
+from .tree import Node
 
 
 def compile_pattern(
