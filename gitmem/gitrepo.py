@@ -905,7 +905,7 @@ class GitRepo:
 
     def _loggable(self, name: str, new: str, expected: str | None) -> bool:
         """True when the move extends the branch by one commit this process just wrote, and
-        what it wrote is small enough for the log (:data:`LOG_WRITE_LIMIT`).
+        what it wrote is small enough for the log (:func:`wal.loggable`).
 
         Only such a move goes through the log: everything its commit reaches is then in this
         record, in an earlier record of the generation, or in what the generation started from.
@@ -913,7 +913,7 @@ class GitRepo:
         written = self._written.get(new)
         if name != BRANCH or written is None or written[0] != b"commit":
             return False
-        if self._pending_bytes > LOG_WRITE_LIMIT:
+        if not wal.loggable(self._pending_bytes, len(self._written)):
             return False
         parents = parse_commit(written[1], new).parents
         return parents == (() if expected is None else (expected,))
@@ -970,7 +970,8 @@ class GitRepo:
                 )
                 data = record.to_bytes()
                 size = os.fstat(fd).st_size
-                if tail.offset + len(data) > size and tail.records:
+                end = tail.offset + len(data)
+                if (end > size or end > wal.max_size()) and tail.records:
                     if attempt:
                         raise StorageError(f"the redo log of {self.path} cannot be started")
                     # A full log is sized again from how many records this generation held.
@@ -1917,11 +1918,6 @@ def _group_sync(key: str) -> _GroupSync:
 def _wal_on() -> bool:
     """Whether writes go through the redo log: Linux's ``syncfs`` and a boot id are needed."""
     return _BATCHED and wal.boot_id() is not None
-
-
-# A write whose objects' payloads total more than this is not logged but published at once (a
-# checkpoint): the log, and the copy of its objects every reader keeps in memory, stay small.
-LOG_WRITE_LIMIT = 256 << 10
 
 
 _EXTENSION_KEY = f"extensions.{LOG_EXTENSION}"

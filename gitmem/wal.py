@@ -21,6 +21,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import IntegrityError
+
 LOG_NAME = "gitmem.wal"
 """The log's file name in the repository."""
 VERSION = 2
@@ -53,8 +55,17 @@ _CRC = struct.Struct(">I")
 _OBJECT = struct.Struct(">BI")
 _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 _TYPE_CODES = {name: code for code, name in _TYPES.items()}
-# Nothing gitmem writes in one record comes near this; a length beyond it is damage.
-_MAX_BODY = 1 << 31
+# A version 1 record's bound (that version logged writes of any size): a length beyond it is
+# damage.
+_MAX_BODY_V1 = 1 << 31
+WRITE_LIMIT = 256 << 10
+"""A write whose objects' payloads total more than this is not logged but published at once (a
+checkpoint): the log, and the copy of its objects every reader keeps in memory, stay small."""
+MAX_BODY = 2 * WRITE_LIMIT
+"""The largest record body of a version 2 log: a logged write's payloads with their framing
+(writers publish at once a write whose record would be larger); a longer one is refused."""
+# Room in a body for its counts and one ref's name and id.
+_FRAMING = 1024
 HEADER_LENGTH = _HEADER.size + _CRC.size
 """How many bytes of the log's first block the header takes (the rest is zeros)."""
 _boot_ids: dict[str, bytes | None] = {}
@@ -161,8 +172,26 @@ def _parse_body(generation: int, seq: int, body: bytes) -> Record | None:
     return Record(generation, seq, tuple(refs), tuple(objects))
 
 
-def _read_record(fd: int, offset: int, generation: int, seq: int) -> tuple[Record, int] | None:
-    """The record ``seq`` of ``generation`` at ``offset`` and the offset after it, or None."""
+def loggable(payloads: int, objects: int) -> bool:
+    """Whether a write of ``objects`` objects whose payloads total ``payloads`` bytes goes
+    through the log: at most :data:`WRITE_LIMIT` bytes, in a record of at most
+    :data:`MAX_BODY`."""
+    return payloads <= WRITE_LIMIT and _FRAMING + objects * _OBJECT.size + payloads <= MAX_BODY
+
+
+def max_size() -> int:
+    """The largest a version 2 log may be: :data:`MAX_CAPACITY`, or its header block and one
+    record of :data:`MAX_BODY` (the first record of a generation extends a smaller log)."""
+    return max(MAX_CAPACITY, HEADER_SIZE + _RECORD.size + _CRC.size + MAX_BODY)
+
+
+def _read_record(
+    fd: int, offset: int, header: Header, seq: int, size: int
+) -> tuple[Record, int] | None:
+    """The record ``seq`` of ``header``'s generation at ``offset`` and the offset after it, or
+    None; ``size``: the log file's size. IntegrityError if it declares more than the format
+    allows (checked before its body is read: a sparse file may declare gigabytes)."""
+    generation = header.generation
     fixed_size = _RECORD.size + _CRC.size
     fixed = os.pread(fd, fixed_size, offset)
     if len(fixed) < fixed_size:
@@ -170,8 +199,18 @@ def _read_record(fd: int, offset: int, generation: int, seq: int) -> tuple[Recor
     magic, found_generation, found_seq, length = _RECORD.unpack_from(fixed)
     if (magic, found_generation, found_seq) != (RECORD_MAGIC, generation, seq):
         return None
-    if length > _MAX_BODY:
-        return None
+    end = offset + fixed_size + length
+    if header.version == 1:
+        if length > _MAX_BODY_V1:
+            return None
+    elif length > MAX_BODY or end > max_size():
+        raise IntegrityError(
+            f"the redo log {LOG_NAME} is damaged: its record {seq} declares {length:,} bytes, "
+            f"ending at offset {end:,}; a record holds at most {MAX_BODY:,} and the log at "
+            f"most {max_size():,}, so gitmem wrote no such record (nothing of it was read)"
+        )
+    if end > size:
+        return None  # cut short: torn, or extending the file when power was lost
     body = os.pread(fd, length, offset + fixed_size)
     (crc,) = _CRC.unpack_from(fixed, _RECORD.size)
     if len(body) < length or crc != zlib.crc32(body, zlib.crc32(fixed[: _RECORD.size])):
@@ -215,9 +254,11 @@ def records(
     fd: int, header: Header, offset: int = HEADER_SIZE, seq: int = 1
 ) -> Iterator[tuple[Record, int]]:
     """The valid records of ``header``'s generation from ``offset`` (record ``seq`` there), each
-    with the offset after it; the first record that is torn, stale or out of order ends them."""
+    with the offset after it; the first record that is torn, stale or out of order ends them.
+    IntegrityError if a record of a version 2 log declares more than its format allows."""
+    size = os.fstat(fd).st_size
     while True:
-        found = _read_record(fd, offset, header.generation, seq)
+        found = _read_record(fd, offset, header, seq, size)
         if found is None:
             return
         yield found

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pygit2
 import pytest
 
 from gitmem import MemoryStore, gitrepo, wal
+from gitmem.errors import IntegrityError
 from gitmem.gitrepo import BRANCH, GitRepo
 from gitmem.paths import parse
 
@@ -185,6 +187,7 @@ _OTHER = """
 import os
 import sys
 from gitmem import MemoryStore, wal
+from gitmem.errors import IntegrityError
 from gitmem.gitrepo import BRANCH, GitRepo
 from gitmem.paths import parse
 repo, key, state, action = sys.argv[1:5]
@@ -502,3 +505,95 @@ def test_a_reader_collected_at_interpreter_exit_closes_its_log_quietly(
     monkeypatch.undo()
     assert unraisable == []
     assert not open_logs() & opened
+
+
+def sparse_record(path: Path, offset: int, generation: int, seq: int, length: int) -> None:
+    """Write at ``offset`` the fixed part of record ``seq`` declaring a body of ``length`` zero
+    bytes (its CRC right when that is cheap to compute), and make the file that long without
+    writing the body (sparse)."""
+    fixed = wal._RECORD.pack(wal.RECORD_MAGIC, generation, seq, length)
+    crc = zlib.crc32(bytes(length), zlib.crc32(fixed)) if length < (1 << 20) else 0
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(fixed + wal._CRC.pack(crc))
+        handle.truncate(max(offset + len(fixed) + 4 + length, path.stat().st_size))
+
+
+def largest_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every length ``os.pread`` is asked for from now on."""
+    asked: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, length: int, offset: int) -> bytes:
+        asked.append(length)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    return asked
+
+
+@pytest.mark.parametrize("length", [wal.MAX_BODY + 1, 64 << 20])
+def test_a_record_declaring_more_than_the_format_allows_is_refused_unread(
+    tmp_path: Path, length: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / wal.LOG_NAME
+    header = wal.Header(3, BOOT, None)
+    ends = write_log(log, header, [wal.Record(3, 1, (("refs/heads/main", HEAD_A),), ())])
+    sparse_record(log, ends[0], 3, 2, length)
+    asked = largest_reads(monkeypatch)
+    with pytest.raises(IntegrityError) as raised:
+        valid(log)
+    assert str(raised.value) == (
+        f"the redo log gitmem.wal is damaged: its record 2 declares {length:,} bytes, ending at "
+        f"offset {ends[0] + 28 + length:,}; a record holds at most 524,288 and the log at most "
+        "1,048,576, so gitmem wrote no such record (nothing of it was read)"
+    )
+    assert max(asked) <= wal.HEADER_LENGTH
+
+
+def test_records_that_together_pass_the_logs_bound_are_refused(tmp_path: Path) -> None:
+    """Each within a record's bound, but a log ends by 1 MiB."""
+    log = tmp_path / wal.LOG_NAME
+    header = wal.Header(3, BOOT, None)
+    first = wal.Record(3, 1, (), (blob(bytes(wal.MAX_BODY - 100)),))
+    ends = write_log(log, header, [first])
+    sparse_record(log, ends[0], 3, 2, wal.MAX_BODY)
+    with pytest.raises(IntegrityError, match="its record 2 declares 524,288 bytes"):
+        valid(log)
+
+
+def test_a_record_ending_past_the_files_end_is_torn_and_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / wal.LOG_NAME
+    header = wal.Header(3, BOOT, None)
+    first = wal.Record(3, 1, (("refs/heads/main", HEAD_A),), ())
+    ends = write_log(log, header, [first])
+    sparse_record(log, ends[0], 3, 2, 1000)
+    os.truncate(log, ends[0] + 28 + 999)
+    asked = largest_reads(monkeypatch)
+    assert valid(log) == [first]
+    assert max(asked) <= wal.HEADER_LENGTH
+
+
+def test_a_version_1_record_is_bounded_by_its_files_size(tmp_path: Path) -> None:
+    log = tmp_path / wal.LOG_NAME
+    header = wal.Header(3, BOOT, None, version=1)
+    large = wal.Record(3, 1, (("refs/heads/main", HEAD_A),), (blob(bytes(wal.MAX_BODY)),))
+    write_log(log, header, [large])
+    assert valid(log) == [large]
+
+
+@needs_log
+def test_a_sparse_log_declaring_gigabytes_is_refused_without_reading_them(
+    reader: GitRepo, repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tail = reader._tail
+    assert tail is not None
+    log = repo_path / wal.LOG_NAME
+    sparse_record(log, tail.offset, tail.generation, tail.seq, (1 << 31) - 1)
+    asked = largest_reads(monkeypatch)
+    store = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state", check_rollback=False)
+    with pytest.raises(IntegrityError, match=r"^the redo log gitmem\.wal is damaged: its record 3"):
+        store.read_text("/memories/a.md")
+    assert max(asked) <= wal.HEADER_SIZE
