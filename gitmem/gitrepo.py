@@ -16,6 +16,7 @@ import itertools
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -900,7 +901,7 @@ class GitRepo:
         """Under ``_view_lock``: the view of the log open at ``fd`` (see :meth:`_view`)."""
         if header is None or header.version == 1:
             return None
-        _check_log_version(header)
+        _check_log_version(header, self.path)
         return wal.follow(fd, header, self._tail, BRANCH, inode)
 
     def _loggable(self, name: str, new: str, expected: str | None) -> bool:
@@ -947,7 +948,7 @@ class GitRepo:
             try:
                 header = None if fd < 0 else wal.read_header_fd(fd)
                 if header is not None:
-                    _check_log_version(header)
+                    _check_log_version(header, self.path)
                 usable = header is not None and header.version == wal.VERSION
                 if not usable or header is None or header.boot != wal.boot_id():
                     if attempt:
@@ -1219,7 +1220,7 @@ class GitRepo:
         if header is None:
             # No log (an older store, or a clone): every write it holds was flushed.
             return os.path.lexists(self._log)
-        _check_log_version(header)
+        _check_log_version(header, self.path)
         self._this_boot = header.boot == wal.boot_id()
         return not self._this_boot
 
@@ -1961,13 +1962,17 @@ def _config_int(config: pygit2.Config, key: str) -> int | None:
         return None
 
 
-def _check_log_version(header: wal.Header) -> None:
+def _check_log_version(header: wal.Header, repo: Path) -> None:
     """Refuse a redo log written by a newer gitmem: its records may hold writes this version
-    cannot read, and a checkpoint of its own would throw them away."""
+    cannot read, and a checkpoint of its own would throw them away; that gitmem publishes them."""
     if header.version not in wal.KNOWN_VERSIONS:
+        known = " and ".join(map(str, wal.KNOWN_VERSIONS))
         raise IntegrityError(
             f"the redo log {wal.LOG_NAME} is of version {header.version}, written by a newer "
-            "gitmem; open the store with that version"
+            f"gitmem (this one reads versions {known}); it holds that gitmem's acknowledged "
+            "writes, which are in no other place, so keep it: publish them with that gitmem, "
+            f"run `gitmem --repo {shlex.quote(str(repo))} checkpoint` with it, and this one "
+            "opens the store"
         )
 
 

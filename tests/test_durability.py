@@ -1164,6 +1164,45 @@ def test_a_log_of_a_newer_version_is_refused(repo_path: Path, key: str, tmp_path
     assert log.read_bytes() == before
 
 
+@needs_log
+def test_a_log_of_a_newer_version_gives_advice_that_keeps_its_writes(
+    repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_writes(repo_path, key, tmp_path)
+    log = repo_path / wal.LOG_NAME
+    header = wal.read_header(log)
+    assert header is not None
+    fd = wal.open_log(log, write=True)
+    try:
+        wal.write_header(fd, wal.Header(header.generation, header.boot, header.base, version=3))
+    finally:
+        os.close(fd)
+    from click.testing import CliRunner
+
+    from gitmem.cli import main as cli_main
+
+    assert extension(repo_path) == (True, 1)  # the writes are in the log alone
+    with pytest.raises(IntegrityError) as refused:
+        MemoryStore.open(repo_path, key, state_dir=tmp_path / "other").files()
+    assert str(refused.value) == (
+        "the redo log gitmem.wal is of version 3, written by a newer gitmem (this one reads "
+        "versions 1 and 2); it holds that gitmem's acknowledged writes, which are in no other "
+        "place, so keep it: publish them with that gitmem, run "
+        f"`gitmem --repo {repo_path} checkpoint` with it, and this one opens the store"
+    )
+    # The advice, run by a gitmem that reads log version 3 (this one, told it does).
+    advised = str(refused.value).split("run `gitmem ", 1)[1].split("`", 1)[0].split()
+    with monkeypatch.context() as newer:
+        newer.setattr(wal, "KNOWN_VERSIONS", (1, 2, 3))
+        result = CliRunner().invoke(
+            cli_main, advised, env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "s")}
+        )
+    assert result.exit_code == 0, result.output
+    assert extension(repo_path) == (False, 0)
+    store = MemoryStore.open(repo_path, key, state_dir=tmp_path / "other")
+    assert store.files() == {"/memories/a.md": "first\n", "/memories/b/c.md": "second\n"}
+
+
 def git_log(repo: Path) -> subprocess.CompletedProcess[str]:
     """``git log`` of the branch, by the git binary (which knows nothing of the redo log)."""
     return subprocess.run(
