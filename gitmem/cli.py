@@ -57,6 +57,7 @@ from .keysource import (
     ENV_KEY,
     ENV_KEY_FILE,
     ENV_PASSPHRASE,
+    SECRET_VARIABLES,
     read_key_file,
     write_key_file,
 )
@@ -442,6 +443,17 @@ def _isatty(stream: IO[Any]) -> bool:
 _FLUSH_SECONDS = 0.2
 
 
+@contextlib.contextmanager
+def _secrets_hidden() -> Iterator[None]:
+    """The process's environment without :data:`SECRET_VARIABLES` while in the block (the
+    environment a program started then inherits), then as it was."""
+    hidden = {name: os.environ.pop(name) for name in SECRET_VARIABLES if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(hidden)
+
+
 def emit_lines(state: CliState, lines: Iterable[str], *, page: bool = True) -> None:
     """Print ``lines`` (each without its newline) as they come.
 
@@ -453,7 +465,12 @@ def emit_lines(state: CliState, lines: Iterable[str], *, page: bool = True) -> N
     stdout = sys.stdout
     if page and state.pager and _isatty(sys.stdin) and _isatty(stdout):
         os.environ.setdefault("LESS", "FRX")
-        click.echo_via_pager((line + "\n" for line in lines), color=state.colour())
+        text = (line + "\n" for line in lines)
+        # The first line opens the store (reading its key, perhaps from the environment) before
+        # the pager starts, which must not inherit a secret.
+        first = next(text, "")
+        with _secrets_hidden():
+            click.echo_via_pager(chain([first], text), color=state.colour())
         return
     flushed: float | None = None
     for line in lines:

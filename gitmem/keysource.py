@@ -21,6 +21,9 @@ ENV_KEY_FILE = "GITMEM_KEY_FILE"
 # Key text is 61 characters; a file much longer than that holds no key.
 _KEY_FILE_MAX = 4096
 ENV_PASSPHRASE = "GITMEM_PASSPHRASE"
+SECRET_VARIABLES = (ENV_KEY, ENV_PASSPHRASE, "GITMEM_SSH_PASSPHRASE", "GITMEM_HTTPS_TOKEN")
+"""The environment variables that hold secrets: no program gitmem starts (a pager) inherits
+them."""
 
 
 def config_dir() -> Path:

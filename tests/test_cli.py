@@ -222,6 +222,31 @@ def test_pager_on_a_terminal_only(gm: Gitmem, monkeypatch: pytest.MonkeyPatch) -
     assert len(paged) == 1
 
 
+def test_the_pager_inherits_no_secret(
+    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store opens with a key from the environment; the pager sees none of them."""
+    from click import _termui_impl
+
+    dumped = tmp_path / "pager-env"
+    pager = tmp_path / "pager"
+    pager.write_text(f"#!/bin/sh\nenv > {dumped}\ncat > /dev/null\n")
+    pager.chmod(0o700)
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    monkeypatch.setattr(_termui_impl, "isatty", lambda stream: True)
+    secrets = {
+        "GITMEM_PASSPHRASE": "pass-phrase-in-env",
+        "GITMEM_SSH_PASSPHRASE": "ssh-phrase-in-env",
+        "GITMEM_HTTPS_TOKEN": "token-in-env",
+    }
+    out = gm.ok("log", "-n", "2", env={"PAGER": str(pager), "MARKER": "seen", **secrets})
+    assert out == ""
+    shown = dict(line.split("=", 1) for line in dumped.read_text().splitlines() if "=" in line)
+    assert shown["MARKER"] == "seen"
+    assert not {"GITMEM_KEY", *secrets} & set(shown)
+    assert gm.key not in dumped.read_text()
+
+
 def test_progress_bar_on_stderr_only_on_a_terminal(
     gm: Gitmem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
