@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from itertools import islice
 from types import TracebackType
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 import anyio
 from anthropic.lib.tools import ToolError
@@ -393,6 +394,43 @@ def build_server(memory: MemoryServer) -> Server[Any]:
     )
 
 
+MAX_LINE_BYTES = 16 << 20
+"""The longest line (one JSON-RPC message) the server reads, in bytes: a longer one is read on
+to its end in pieces, never held whole, and answered with an error (docs/mcp.md)."""
+# What an over-long line is handed to the transport as: not JSON, so it comes back as an
+# exception the read stream answers (no line the server reads whole is ever this one).
+_TOO_LONG = "\x00gitmem: over-long line\x00"
+
+
+class BoundedLines:
+    """A binary stream's lines as UTF-8 text (invalid bytes replaced, as the ``mcp`` transport
+    decodes), each at most ``limit`` bytes: a longer line is skipped to its end, a piece at a
+    time, and read as a marker the read stream answers as an invalid request."""
+
+    _PIECE = 1 << 16
+
+    def __init__(self, raw: IO[bytes], limit: int = MAX_LINE_BYTES) -> None:
+        self._raw = raw
+        self._limit = limit
+
+    def readline(self) -> str:
+        """The next line, its newline kept; "" at the end of the stream."""
+        line = bytearray()
+        while len(line) <= self._limit:
+            piece = self._raw.readline(self._PIECE)
+            line += piece
+            if not piece or piece.endswith(b"\n"):
+                return line.decode("utf-8", "replace")
+        del line
+        while True:
+            piece = self._raw.readline(self._PIECE)
+            if not piece or piece.endswith(b"\n"):
+                return _TOO_LONG + "\n"
+
+    def close(self) -> None:
+        """Nothing: the stream is the process's stdin, not this reader's to close."""
+
+
 class _Stream(Protocol):
     async def receive(self) -> SessionMessage | Exception: ...
     async def aclose(self) -> None: ...
@@ -460,6 +498,16 @@ def _unreadable_line_error(exc: Exception) -> types.JSONRPCError | None:
     """The JSON-RPC error answering a line the transport could not read (None: a blank line)."""
     problems = exc.errors() if isinstance(exc, ValidationError) else []
     not_json = [p for p in problems if p["type"] == "json_invalid"]
+    if not_json and str(not_json[0].get("input", "")).strip() == _TOO_LONG:
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"Invalid Request: the line is longer than {MAX_LINE_BYTES:,} bytes, "
+                "the most this server reads; it was skipped",
+            ),
+        )
     if not_json and not str(not_json[0].get("input", "x")).strip():
         return None
     if not_json or not problems:
@@ -499,7 +547,10 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
                 stop(signum, None)
 
     async def main() -> None:
-        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+        # stdin read through BoundedLines: the transport's own reader holds a line whole,
+        # however long it is.
+        stdin = anyio.wrap_file(cast(IO[str], BoundedLines(sys.stdin.buffer)))
+        async with stdio_server(stdin) as (read, write), anyio.create_task_group() as tasks:
             if main_thread:
                 await tasks.start(on_signals)
             answering = AnsweringReadStream(read, write)

@@ -7,13 +7,14 @@ refusals included, must be the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from click.testing import CliRunner
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
 import gitmem
-from gitmem import history
+from gitmem import history, mcp_server
 from gitmem.cli import main
 from gitmem.errors import NoStore
 from gitmem.mcp_server import DEFAULT_LOG_COUNT, MemoryServer
@@ -557,13 +558,43 @@ def test_restore_with_an_empty_paths_list_is_refused_as_by_the_library(
     assert [op.command for op in store.log()] == ["create", "create"]
 
 
-def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_and_the_server_serves_on(
-    tmp_path: Path, key: str
-) -> None:
-    # The mcp package's stdio transport turned such a line into an exception on the read stream,
-    # which its dispatcher logged at debug level and dropped: the client waited for a reply that
-    # never came. JSON-RPC 2.0 answers a parse error (-32700) and an invalid request (-32600)
-    # with id null; blank lines carry no message and are skipped.
+class RawServer:
+    """A ``gitmem mcp`` subprocess spoken to line by line, initialized."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.replies: queue.Queue[bytes] = queue.Queue()
+        stdout = proc.stdout
+
+        def read_replies() -> None:
+            for line in stdout:
+                self.replies.put(line)
+
+        threading.Thread(target=read_replies, daemon=True).start()
+
+    def send(self, line: str | bytes) -> None:
+        assert self.proc.stdin is not None
+        data = line.encode() if isinstance(line, str) else line
+        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(self.replies.get(timeout=60))
+        return body
+
+
+def request(id_: int, method: str, params: dict[str, Any] | None = None) -> str:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message)
+
+
+@contextlib.contextmanager
+def raw_server(tmp_path: Path, key: str) -> Iterator[RawServer]:
+    """A server over a new store, initialized; on leaving, its stdin closed, and it must exit
+    with 0 and no traceback."""
     repo = tmp_path / "m.git"
     gitmem.MemoryStore.init(repo, key)
     proc = subprocess.Popen(
@@ -574,54 +605,17 @@ def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_and_the_server_serve
         env=server_env(key),
     )
     assert proc.stdin is not None and proc.stdout is not None
-    replies: queue.Queue[bytes] = queue.Queue()
-    stdout = proc.stdout
-
-    def read_replies() -> None:
-        for line in stdout:
-            replies.put(line)
-
-    threading.Thread(target=read_replies, daemon=True).start()
-
-    def send(line: str) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write((line + "\n").encode())
-        proc.stdin.flush()
-
-    def reply() -> dict[str, Any]:
-        body: dict[str, Any] = json.loads(replies.get(timeout=60))
-        return body
-
-    def request(id_: int, method: str, params: dict[str, Any] | None = None) -> str:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
-        if params is not None:
-            message["params"] = params
-        return json.dumps(message)
-
+    server = RawServer(proc)
     try:
         init = {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
             "clientInfo": {"name": "t", "version": "1"},
         }
-        send(request(1, "initialize", init))
-        assert reply()["id"] == 1
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        for line, code in [
-            ('{"jsonrpc": "2.0", "id": 2, "method": "ping"', -32700),
-            ("not json at all", -32700),
-            ('{"jsonrpc": "2.0", "id": 3, "method": 7}', -32600),
-            ("[1, 2]", -32600),
-        ]:
-            send("")
-            send(line)
-            answer = reply()
-            assert answer["jsonrpc"] == "2.0" and answer["id"] is None, line
-            assert answer["error"]["code"] == code, (line, answer)
-            send(request(4, "ping"))
-            assert reply() == {"jsonrpc": "2.0", "id": 4, "result": {}}
-        send(request(5, "tools/list"))
-        assert "memory" in {tool["name"] for tool in reply()["result"]["tools"]}
+        server.send(request(1, "initialize", init))
+        assert server.reply()["id"] == 1
+        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        yield server
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
@@ -630,3 +624,67 @@ def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_and_the_server_serve
         stderr = proc.stderr.read().decode()
         proc.stderr.close()
     assert "Traceback" not in stderr
+
+
+def test_a_line_that_is_not_a_message_gets_a_json_rpc_error_and_the_server_serves_on(
+    tmp_path: Path, key: str
+) -> None:
+    # The mcp package's stdio transport turned such a line into an exception on the read stream,
+    # which its dispatcher logged at debug level and dropped: the client waited for a reply that
+    # never came. JSON-RPC 2.0 answers a parse error (-32700) and an invalid request (-32600)
+    # with id null; blank lines carry no message and are skipped.
+    with raw_server(tmp_path, key) as server:
+        for line, code in [
+            ('{"jsonrpc": "2.0", "id": 2, "method": "ping"', -32700),
+            ("not json at all", -32700),
+            ('{"jsonrpc": "2.0", "id": 3, "method": 7}', -32600),
+            ("[1, 2]", -32600),
+        ]:
+            server.send("")
+            server.send(line)
+            answer = server.reply()
+            assert answer["jsonrpc"] == "2.0" and answer["id"] is None, line
+            assert answer["error"]["code"] == code, (line, answer)
+            server.send(request(4, "ping"))
+            assert server.reply() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+        server.send(request(5, "tools/list"))
+        assert "memory" in {tool["name"] for tool in server.reply()["result"]["tools"]}
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident set size so far, in bytes (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_an_over_long_line_is_answered_unbuffered_and_the_server_serves_on(
+    tmp_path: Path, key: str
+) -> None:
+    over = mcp_server.MAX_LINE_BYTES * 3
+    with raw_server(tmp_path, key) as server:
+        server.send(request(2, "ping"))
+        assert server.reply()["id"] == 2
+        before = peak_rss(server.proc.pid)
+        # A request the JSON of which is well formed, only too long.
+        filler = "x" * over
+        server.send(request(3, "tools/call", {"name": "memory", "arguments": {"pad": filler}}))
+        answer = server.reply()
+        grown = peak_rss(server.proc.pid) - before
+        assert answer == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "Invalid Request: the line is longer than 16,777,216 bytes, the "
+                "most this server reads; it was skipped",
+            },
+        }
+        assert grown < 2 * mcp_server.MAX_LINE_BYTES, grown
+        # A line of exactly the bound is read.
+        ping = request(4, "ping")
+        server.send(ping[:-1] + " " * (mcp_server.MAX_LINE_BYTES - len(ping)) + "}")
+        assert server.reply() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+        server.send(request(5, "tools/list"))
+        assert "memory" in {tool["name"] for tool in server.reply()["result"]["tools"]}
