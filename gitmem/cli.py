@@ -51,7 +51,7 @@ from .errors import (
     shown,
     shown_repr,
 )
-from .fsutil import is_within
+from .fsutil import is_within, refuse_key_text
 from .initstore import init_store
 from .keysource import (
     ENV_KEY,
@@ -323,8 +323,12 @@ def without_store(func: F) -> F:
 # the command's name or after it (the later one wins).
 
 
-def _set_repo(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+def _set_repo(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is not None:
+        try:
+            refuse_key_text(value, "the value (of --repo or GITMEM_REPO)")
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
         ctx.ensure_object(CliState).repo = value
 
 
@@ -358,6 +362,10 @@ class LocalPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value == "":
             self.fail("an empty string is not a path", param, ctx)
+        try:
+            refuse_key_text(value, "the value")
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import hmac
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -35,6 +36,9 @@ STORE_ID_BYTES = 16
 NONCE_BYTES = 12
 ENVELOPE_VERSION = 1
 KEY_TEXT_PREFIX = "gitmem-key-1:"
+KEY_TEXT = re.compile(r"gitmem-key-\d+:[A-Za-z0-9_\-]{40,}")
+"""Key text (of this or a later key version) within other text: what secret screening calls a
+gitmem store key, and what is never taken for a path or a URL."""
 _CHECKSUM_BYTES = 4
 # The key and its checksum in base64url without padding: 36 bytes, 48 characters.
 _BODY_CHARS = (KEY_BYTES + _CHECKSUM_BYTES) * 4 // 3

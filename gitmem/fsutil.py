@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from .crypto import KEY_TEXT
 from .errors import UsageError, shown_repr
 
 FILE_MODE = 0o600
@@ -50,12 +51,25 @@ def user_dir(variable: str, fallback: str) -> Path:
     return Path(home) / fallback
 
 
+def refuse_key_text(value: _PathLike, what: str, kind: str = "path") -> None:
+    """Refuse (:class:`UsageError`) a ``value`` given as ``what`` (a ``kind``: path or URL)
+    that holds gitmem key text: a key in the wrong place would be echoed in errors, used as a
+    name or written to a config. The message never shows ``value``."""
+    if KEY_TEXT.search(os.fspath(value)):
+        raise UsageError(
+            f"{what} holds a gitmem store key (key text, 'gitmem-key-...') where a {kind} "
+            "belongs: refused, and not shown here. Give a key as a key (GITMEM_KEY, or an "
+            "owner-only file named by --key-file or GITMEM_KEY_FILE), never as a path or URL"
+        )
+
+
 def explicit_dir(variable: str) -> Path | None:
     """``$variable`` (gitmem's own ``GITMEM_CONFIG_DIR``, ``GITMEM_STATE_DIR``) when set, else
     None. A relative value is refused (:class:`UsageError`), as a relative home is."""
     value = os.environ.get(variable, "")
     if not value:
         return None
+    refuse_key_text(value, variable)
     if not os.path.isabs(value):
         raise UsageError(
             f"{variable} is {shown_repr(value)}, which is not an absolute path: what gitmem "
@@ -67,9 +81,11 @@ def explicit_dir(variable: str) -> Path | None:
 
 def local_path(path: _PathLike, what: str) -> Path:
     """``path`` as a :class:`Path`; an empty string is refused (:class:`UsageError`), since
-    ``Path("")`` is ``.``: a variable left unset would name the working directory."""
+    ``Path("")`` is ``.``: a variable left unset would name the working directory; and so is
+    key text (:func:`refuse_key_text`)."""
     if os.fspath(path) == "":
         raise UsageError(f"an empty string is not a path: give the {what}")
+    refuse_key_text(path, f"the {what}")
     return Path(path)
 
 

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from .crypto import decode_key, encode_key
 from .errors import KeyMissing, WrongKey
-from .fsutil import FILE_MODE, explicit_dir, read_regular_file, user_dir, write_new_file
+from .fsutil import (
+    FILE_MODE,
+    explicit_dir,
+    read_regular_file,
+    refuse_key_text,
+    user_dir,
+    write_new_file,
+)
 
 ENV_KEY = "GITMEM_KEY"
 ENV_KEY_FILE = "GITMEM_KEY_FILE"
@@ -40,7 +47,9 @@ def user_key_path(store_id: str) -> Path:
 
 
 def read_key_file(path: Path) -> bytes:
-    """The key in ``path``; refuses files other users can read or that do not hold a key."""
+    """The key in ``path``; refuses files other users can read or that do not hold a key, and
+    key text given as the path."""
+    refuse_key_text(path, "the key file's path")
     try:
         info = path.stat()
     except FileNotFoundError:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .crypto import KEY_TEXT
 from .errors import GitMemError, UsageError, shown_repr
 
 SecretPolicy = Literal["reject", "redact", "allow"]
@@ -247,7 +248,7 @@ _RULES: tuple[_Rule, ...] = (
         # into the memory it encrypts, where the model reads it back.
         "gitmem-key",
         "a gitmem store key",
-        r"gitmem-key-\d+:[A-Za-z0-9_\-]{40,}",
+        KEY_TEXT.pattern,
     ),
     _rule(
         "aws-access-key",

@@ -28,6 +28,7 @@ from .errors import (
     StorageError,
     UsageError,
 )
+from .fsutil import local_path, refuse_key_text
 from .gitrepo import BRANCH, META_REF, GitRepo
 from .highwater import HighWater, Mark
 from .keymerge import merge_meta, reading_keyring
@@ -46,7 +47,9 @@ _SYNC_RETRIES = 3
 
 
 def check_url(url: str) -> str:
-    """``url`` normalised for git (local paths made absolute); refuses embedded passwords."""
+    """``url`` normalised for git (local paths made absolute); refuses embedded passwords and
+    key text."""
+    refuse_key_text(url, "the remote URL", "URL")
     if not url or url != url.strip() or any(ord(ch) < 0x20 for ch in url):
         raise UsageError(f"not a usable remote URL: {url!r}")
     if "://" in url:
@@ -384,8 +387,8 @@ def clone(
 
     ``path`` must not exist or be an empty directory. On any failure the new replica is removed.
     """
-    target = Path(path)
     clean = check_url(url)
+    target = local_path(path, "clone's path")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists; clone into a new path")
     made = not target.exists()

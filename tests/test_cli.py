@@ -1010,3 +1010,89 @@ def test_a_file_system_error_repeats_at_most_2000_characters_of_the_path(tmp_pat
     assert result.exit_code == 1
     assert result.stderr.startswith("gitmem: error: the file system refused: File name too long")
     assert "more characters not shown]" in result.stderr and len(result.stderr) < 2300
+
+
+# -- key text where a path or URL belongs -------------------------------------------------------
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "what"),
+    [
+        (["--key-file", "{key}", "log"], {}, "Invalid value for '--key-file': the value"),
+        (["--repo", "{key}", "log"], {}, "'--repo': the value (of --repo or GITMEM_REPO)"),
+        (["log"], {"GITMEM_REPO": "{key}"}, "'--repo': the value (of --repo or GITMEM_REPO)"),
+        (["--repo", "{repo}", "log"], {"GITMEM_KEY_FILE": "{key}"}, "the key file's path"),
+        (["--repo", "{repo}", "log"], {"GITMEM_STATE_DIR": "/{key}"}, "GITMEM_STATE_DIR"),
+        (["init", "{key}"], {}, "Invalid value for '[PATH]': the value"),
+        (["init", "{tmp}/{key}/s.git"], {}, "Invalid value for '[PATH]': the value"),
+        (["clone", "{key}", "{tmp}/c.git"], {}, "the remote URL"),
+        (["clone", "https://example.invalid/{key}.git", "{tmp}/c.git"], {}, "the remote URL"),
+        (["clone", "{repo}", "{key}"], {}, "Invalid value for 'PATH': the value"),
+        (["--repo", "{repo}", "remote", "add", "origin", "{key}"], {}, "the remote URL"),
+        (["--repo", "{repo}", "remote", "add", "o", "ssh://{key}@h/s.git"], {}, "the remote URL"),
+        (["--repo", "{repo}", "pull", "{key}"], {}, "the remote URL"),
+    ],
+)
+def test_key_text_given_as_a_path_or_url_is_refused_unshown(
+    gm: Gitmem,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    what: str,
+) -> None:
+    """A key pasted where a path or URL belongs was echoed in errors, resolved as a host name,
+    written into the config or made a directory's name."""
+    monkeypatch.chdir(tmp_path)
+    fill = {"key": gm.key, "repo": str(gm.repo), "tmp": str(tmp_path)}
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(
+        main,
+        [arg.format(**fill) for arg in args],
+        env={"GITMEM_KEY": gm.key, **{k: v.format(**fill) for k, v in env.items()}}
+        if "GITMEM_KEY_FILE" not in env
+        else {"GITMEM_KEY": "", **{k: v.format(**fill) for k, v in env.items()}},
+    )
+    assert result.exit_code == 2, result.output
+    assert gm.key not in result.output
+    assert gm.key[len("gitmem-key-1:") :][:8] not in result.output
+    assert (
+        f"{what} holds a gitmem store key (key text, 'gitmem-key-...') where a " in result.stderr
+    ), result.stderr
+    assert "refused, and not shown here" in result.stderr
+    assert _tree(tmp_path) == before
+
+
+def test_the_library_refuses_key_text_as_a_path_or_url_unshown(
+    gm: Gitmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem import sync
+    from gitmem.errors import UsageError
+    from gitmem.keysource import read_key_file
+
+    monkeypatch.chdir(tmp_path)
+    key = gm.key
+    calls: list[Callable[[], object]] = [
+        lambda: MemoryStore.open(key, key),
+        lambda: MemoryStore.init(tmp_path / key, key),
+        lambda: MemoryStore.open(gm.repo, key, state_dir=tmp_path / key),
+        lambda: read_key_file(Path(key)),
+        lambda: sync.clone(key, tmp_path / "c.git", key),
+        lambda: sync.clone(str(gm.repo), key, key),
+        lambda: sync.add_remote(gm.store(), "origin", key),
+    ]
+    for call in calls:
+        before = _tree(tmp_path)
+        with pytest.raises(UsageError) as refused:
+            call()
+        assert key not in str(refused.value)
+        assert "holds a gitmem store key" in str(refused.value)
+        assert _tree(tmp_path) == before
+    assert gm.store().repo.remote_url("origin") is None
