@@ -151,22 +151,22 @@ class _MutDir:
             self.sealed = self.base.sealed
 
     def twins(self, name: str) -> list[str]:
-        """The entries whose :func:`gitmem.paths.fold_name` key is ``name``'s (``name`` too, if
+        """The entries whose :func:`gitmem.paths.twin_key` key is ``name``'s (``name`` too, if
         present): the base tree's from its fold index, plus those added since."""
-        key = paths.fold_name(name)
+        key = paths.twin_key(name)
         found = []
         # Every name of the directory is needed (a new name may fold onto any).
         self.load()
         if self.base is not None:
             found = [n for n in self.base.folded().names.get(key, ()) if n in self.nodes]
-        found += [n for n in self.nodes.added if paths.fold_name(n) == key]
+        found += [n for n in self.nodes.added if paths.twin_key(n) == key]
         return found
 
     def fold_index(self) -> FoldIndex | None:
         """The fold index of the entries as edited, derived from the base tree's when that
         one has been built (None: left to be built if ever needed)."""
         base = None if self.base is None else self.base.fold_index
-        if base is None or base.fold is not paths.fold_name:
+        if base is None or base.fold is not paths.twin_key:
             return None
         if not (self.nodes.removed or self.nodes.added):
             # The same names (entries pointed at new trees: most writes of a directory above

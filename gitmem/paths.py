@@ -10,6 +10,8 @@ readable, and the name can still be renamed away or deleted.
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import re
 import unicodedata
 import urllib.parse
@@ -275,12 +277,24 @@ def check_new_entry(parent: MemoryPath, name: str, siblings: Iterable[str]) -> N
     if problem is not None:
         raise InvalidPath(str(path), problem)
     key = fold_name(name)
-    for other in siblings:
-        if other != name and fold_name(other) == key:
+    folds = {other: fold_name(other) for other in siblings if other != name}
+    for other, folded in folds.items():
+        if folded == key:
             raise InvalidPath(
                 str(path),
                 f"it differs from the existing {printable(repr(other))} only in case or Unicode "
                 "form; the two would be one file on Windows and macOS",
+            )
+    look = _skeleton_of_folded(key)
+    for other, folded in folds.items():
+        # Two ASCII names are never refused as look-alikes ("rn" and "m", "l" and "1"): the
+        # rule is for a letter of another script standing in for one of this one.
+        if not (other.isascii() and name.isascii()) and _skeleton_of_folded(folded) == look:
+            raise InvalidPath(
+                str(path),
+                f"it looks the same as the existing {printable(repr(other))}: they differ only "
+                "in look-alike characters (Unicode's confusables), so one would be taken for "
+                "the other",
             )
 
 
@@ -292,6 +306,44 @@ def fold_name(name: str) -> str:
         # create's twin check).
         return name.lower()
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
+
+
+def skeleton(name: str) -> str:
+    """Unicode TS #39's skeleton of ``name``: NFD, each character replaced by its prototype in
+    Unicode's confusables.txt, NFD again. Names with one skeleton look alike."""
+    mapped = unicodedata.normalize("NFD", name).translate(_prototypes())
+    return unicodedata.normalize("NFD", mapped)
+
+
+def twin_key(name: str) -> str:
+    """The key a sibling that ``name`` may not be added beside shares with it: the
+    :func:`skeleton` of its :func:`fold_name` (a case twin, a look-alike, or both)."""
+    return _skeleton_of_folded(fold_name(name))
+
+
+def _skeleton_of_folded(folded: str) -> str:
+    if folded.isascii():
+        return folded.translate(_ascii_prototypes())
+    return skeleton(folded)
+
+
+@functools.cache
+def _prototypes() -> dict[int, str]:
+    """confusables.txt's mapping (the copy shipped as gitmem/confusables.txt), read once."""
+    text = importlib.resources.files(__package__).joinpath("confusables.txt").read_text("utf-8")
+    table: dict[int, str] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            source, target = line.split(";")
+            table[int(source, 16)] = "".join(chr(int(code, 16)) for code in target.split())
+    return table
+
+
+@functools.cache
+def _ascii_prototypes() -> dict[int, str]:
+    """:func:`skeleton` of each ASCII character (an ASCII name's skeleton is the string of its
+    characters' skeletons: none of them is, or maps to, a combining mark)."""
+    return {code: skeleton(chr(code)) for code in range(128) if skeleton(chr(code)) != chr(code)}
 
 
 def new_name_problem(name: str) -> str | None:

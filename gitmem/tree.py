@@ -190,7 +190,7 @@ class _NodeItems(ItemsView[str, Node]):
 
 @dataclass(frozen=True)
 class FoldIndex:
-    """A directory's names by :func:`gitmem.paths.fold_name` key, and the fold that made it."""
+    """A directory's names by :func:`gitmem.paths.twin_key` key, and the fold that made it."""
 
     fold: Callable[[str], str]
     names: Mapping[str, tuple[str, ...]]
@@ -264,12 +264,12 @@ class LoadedDir:
     def folded(self) -> FoldIndex:
         """The names by fold key, built on first use (one fold per name, once per tree)."""
         index = self.fold_index
-        if index is None or index.fold is not paths.fold_name:
+        if index is None or index.fold is not paths.twin_key:
             names: dict[str, tuple[str, ...]] = {}
             for name in self.nodes:
-                key = paths.fold_name(name)
+                key = paths.twin_key(name)
                 names[key] = (*names.get(key, ()), name)
-            index = self.fold_index = FoldIndex(paths.fold_name, frozen(names))
+            index = self.fold_index = FoldIndex(paths.twin_key, frozen(names))
         return index
 
 

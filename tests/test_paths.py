@@ -726,6 +726,60 @@ def test_names_differing_only_in_case_or_form_are_refused(tool: GitMemoryTool) -
     assert len(list(tool.store.log())) == len(list(tool.store.log(head))) + 2
 
 
+def test_a_name_that_looks_like_a_siblings_is_refused(tool: GitMemoryTool) -> None:
+    """Unicode TS #39: a letter of another script standing in for one of this one (a Cyrillic
+    'а' for a Latin 'a') makes a name that reads as its sibling's."""
+    for path in ("/memories/a.md", "/memories/Notes.md", "/memories/dir/x.md"):
+        tool.call({"command": "create", "path": path, "file_text": "x\n"})
+    head = tool.store.head()
+    for path, refused, other in [
+        ("/memories/\u0430.md", "/memories/\u0430.md", "a.md"),  # CYRILLIC SMALL LETTER A
+        # CYRILLIC SMALL LETTER O, in another case than the sibling's
+        ("/memories/n\u043etes.md", "/memories/n\u043etes.md", "Notes.md"),
+        ("/memories/N\u03bftes.md", "/memories/N\u03bftes.md", "Notes.md"),  # GREEK OMICRON
+        ("/memories/\u0501ir/y.md", "/memories/\u0501ir", "dir"),  # CYRILLIC KOMI DE
+    ]:
+        with pytest.raises(ToolError) as info:
+            tool.call({"command": "create", "path": path, "file_text": "y\n"})
+        assert str(info.value.content) == (
+            f"Error: The path {refused} is not allowed: it looks the same as the existing "
+            f"'{other}': they differ only in look-alike characters (Unicode's confusables), so "
+            "one would be taken for the other"
+        )
+    with pytest.raises(ToolError, match=r"it looks the same as the existing 'a\.md'"):
+        tool.call(
+            {
+                "command": "rename",
+                "old_path": "/memories/dir/x.md",
+                "new_path": "/memories/\u0430.md",
+            }
+        )
+    assert tool.store.head() == head
+    # A name in another script alone is fine, and so are two ASCII names that TS #39 would call
+    # look-alikes ("rn" and "m", "l" and "1"): the rule is for mixed scripts.
+    for path in (
+        "/memories/\u043f\u0440\u0438\u0432\u0435\u0442.md",
+        "/memories/m.md",
+        "/memories/rn.md",
+        "/memories/l.md",
+        "/memories/1.md",
+        "/memories/dir/\u0430.md",  # another directory
+    ):
+        tool.call({"command": "create", "path": path, "file_text": "z\n"})
+    # Renaming a name to a look-alike of itself is allowed, as to its own case.
+    tool.call(
+        {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/\u0430.md"}
+    )
+
+
+def test_the_skeleton_is_unicode_ts_39s() -> None:
+    assert gitmem_paths.skeleton("\u0430") == "a"
+    assert gitmem_paths.skeleton("m") == "rn"  # the prototype of "m" is "rn"
+    assert gitmem_paths.skeleton("\u00e9") == "e\u0301"  # NFD around the mapping
+    assert gitmem_paths.skeleton("\u0410") == "A"
+    assert gitmem_paths.twin_key("\u0410pple") == gitmem_paths.twin_key("apple")
+
+
 @pytest.mark.usefixtures("fast_git")
 def test_an_older_store_with_such_names_stays_usable(
     tool: GitMemoryTool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
