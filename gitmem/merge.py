@@ -22,7 +22,7 @@ from merge3 import Merge3
 
 from .editor import TreeEditor
 from .format import KIND_DIR, KIND_FILE
-from .paths import MemoryPath
+from .paths import MemoryPath, name_clash, twin_key
 from .snapshot import Snapshot, decode_text
 from .tree import Node, TreeCodec
 
@@ -226,6 +226,24 @@ def merge_trees(codec: TreeCodec, base: _Op | None, ours: _Op, theirs: _Op) -> M
     for path in sorted(p for p in result if p in kept_dirs):
         moved.append((path, result.pop(path), "file-vs-directory"))
 
+    # A name beside which the other side added its case twin or look-alike: the second side's
+    # name moves aside, as a write would have refused it (a directory with all it holds).
+    a_names, c_names = set(a_files) | dirs[1], set(c_files) | dirs[2]
+    for path in _clashing_names(set(result) | kept_dirs, a_names, c_names):
+        if path in result:
+            moved.append((path, result.pop(path), "twin-name"))
+            continue
+
+        in_use = {str(p) for p in result} | {str(p) for p in kept_dirs}
+
+        def dir_taken(name: str, parent: MemoryPath = path.parent, used: set[str] = in_use) -> bool:
+            return str(parent.child(name)) in used
+
+        aside = path.parent.child(sibling_name(path.name, second.commit, dir_taken))
+        kept_dirs = {_rebase(d, path, aside) for d in kept_dirs}
+        result = {_rebase(p, path, aside): content for p, content in result.items()}
+        outcome.conflicts.append({"path": str(path), "sibling": str(aside), "kind": "twin-name"})
+
     occupied = {str(p) for p in result} | {str(p) for p in kept_dirs}
     for path, content, kind in moved:
         side = (
@@ -253,6 +271,39 @@ def merge_trees(codec: TreeCodec, base: _Op | None, ours: _Op, theirs: _Op) -> M
     outcome.tree = editor.write()
     outcome.conflicts.sort(key=lambda c: (c["path"], c["sibling"]))
     return outcome
+
+
+def _clashing_names(
+    names: set[MemoryPath], a_names: set[MemoryPath], c_names: set[MemoryPath]
+) -> list[MemoryPath]:
+    """The names of the merged tree to move aside, so that it adds no pair of siblings that
+    :func:`gitmem.paths.name_clash` refuses (pairs one side already held stay). In each
+    directory, names are taken in order: the first side's, then the second's, then by name; one
+    that clashes with a name taken before it moves aside, outermost directories first."""
+    out: list[MemoryPath] = []
+    by_key: dict[tuple[MemoryPath, str], list[MemoryPath]] = {}
+    for path in sorted(names, key=lambda p: (len(p.parts), p not in a_names, p.parts)):
+        if any(path.is_within(moved) for moved in out):
+            continue  # moves with its directory
+        kept = by_key.setdefault((path.parent, twin_key(path.name)), [])
+        if any(
+            name_clash(path.name, other.name) is not None
+            and not ({path, other} <= a_names or {path, other} <= c_names)
+            for other in kept
+        ):
+            out.append(path)
+        else:
+            kept.append(path)
+    return out
+
+
+def _rebase(path: MemoryPath, old: MemoryPath, new: MemoryPath) -> MemoryPath:
+    """``path`` with its prefix ``old`` (a directory) replaced by ``new``."""
+    if path != old and not path.is_within(old):
+        return path
+    for part in path.parts[len(old.parts) :]:
+        new = new.child(part)
+    return new
 
 
 def _ancestors(path: MemoryPath) -> list[MemoryPath]:

@@ -276,26 +276,34 @@ def check_new_entry(parent: MemoryPath, name: str, siblings: Iterable[str]) -> N
     problem = new_name_problem(name)
     if problem is not None:
         raise InvalidPath(str(path), problem)
-    key = fold_name(name)
-    folds = {other: fold_name(other) for other in siblings if other != name}
-    for other, folded in folds.items():
-        if folded == key:
-            raise InvalidPath(
-                str(path),
-                f"it differs from the existing {printable(repr(other))} only in case or Unicode "
-                "form; the two would be one file on Windows and macOS",
-            )
-    look = _skeleton_of_folded(key)
-    for other, folded in folds.items():
-        # Two ASCII names are never refused as look-alikes ("rn" and "m", "l" and "1"): the
-        # rule is for a letter of another script standing in for one of this one.
-        if not (other.isascii() and name.isascii()) and _skeleton_of_folded(folded) == look:
-            raise InvalidPath(
-                str(path),
-                f"it looks the same as the existing {printable(repr(other))}: they differ only "
-                "in look-alike characters (Unicode's confusables), so one would be taken for "
-                "the other",
-            )
+    for other in siblings:
+        clash = name_clash(name, other)
+        if clash is not None:
+            raise InvalidPath(str(path), clash)
+
+
+def name_clash(name: str, other: str) -> str | None:
+    """Why ``name`` may not be beside its sibling ``other`` (see :func:`check_new_entry`), or
+    None when it may: a case twin (one file on a case-insensitive, normalizing file system), or
+    a look-alike (one :func:`skeleton` after case folding). Two ASCII names are never
+    look-alikes ("rn" and "m", "l" and "1"): the rule is for a letter of another script
+    standing in for one of this one."""
+    if other == name:
+        return None
+    key, folded = fold_name(name), fold_name(other)
+    if folded == key:
+        return (
+            f"it differs from the existing {printable(repr(other))} only in case or Unicode "
+            "form; the two would be one file on Windows and macOS"
+        )
+    if not (other.isascii() and name.isascii()) and (
+        _skeleton_of_folded(folded) == _skeleton_of_folded(key)
+    ):
+        return (
+            f"it looks the same as the existing {printable(repr(other))}: they differ only in "
+            "look-alike characters (Unicode's confusables), so one would be taken for the other"
+        )
+    return None
 
 
 def fold_name(name: str) -> str:

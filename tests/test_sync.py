@@ -504,3 +504,63 @@ def test_another_process_pushing_during_a_pull_is_no_rollback(
     for action in (first.pull, first.sync):
         action()
     assert "/memories/b.md" in first.files()
+
+
+def test_names_a_write_would_refuse_are_not_made_by_a_merge(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    """Each side adds a name the other's would have refused beside it (a case twin, a
+    look-alike, a directory's case twin): the first side's name stays, the second's moves to a
+    conflict sibling, so no content is lost and both replicas converge."""
+    second = clone(first, origin, tmp_path, key, "b")
+    write(first, "Plan.md", "plan from a\n")
+    write(second, "plan.md", "plan from b\n")
+    write(first, "a.md", "latin\n")
+    write(second, "\u0430.md", "cyrillic\n")
+    write(first, "Dir/x.md", "x from a\n")
+    write(second, "dir/y.md", "y from b\n")
+    write(second, "dir/z/w.md", "w from b\n")
+    write(first, "m.md", "m\n")
+    write(second, "rn.md", "rn\n")  # two ASCII names are never look-alikes
+    first.sync()
+    result = second.sync()
+    first.sync()
+    assert first.files() == second.files()
+    assert first.head() == second.head()
+    merge = result.merge
+    assert merge is not None
+    _, theirs = sorted(merge.parents)
+    tag = f".conflict-{theirs[:12]}"
+    kinds = {c["kind"] for c in result.conflicts}
+    assert kinds == {"twin-name"}
+    files = first.files()
+    # Whichever side's head id is smaller keeps its names; the other side's are moved aside.
+    keeps_a = "/memories/Plan.md" in files and files["/memories/Plan.md"] == "plan from a\n"
+    if keeps_a:
+        assert files == {
+            "/memories/notes.md": "1\n2\n3\n4\n5\n",
+            "/memories/Plan.md": "plan from a\n",
+            f"/memories/plan{tag}.md": "plan from b\n",
+            "/memories/a.md": "latin\n",
+            f"/memories/\u0430{tag}.md": "cyrillic\n",
+            "/memories/Dir/x.md": "x from a\n",
+            f"/memories/dir{tag}/y.md": "y from b\n",
+            f"/memories/dir{tag}/z/w.md": "w from b\n",
+            "/memories/m.md": "m\n",
+            "/memories/rn.md": "rn\n",
+        }
+    else:
+        assert files == {
+            "/memories/notes.md": "1\n2\n3\n4\n5\n",
+            "/memories/plan.md": "plan from b\n",
+            f"/memories/Plan{tag}.md": "plan from a\n",
+            "/memories/\u0430.md": "cyrillic\n",
+            f"/memories/a{tag}.md": "latin\n",
+            "/memories/dir/y.md": "y from b\n",
+            "/memories/dir/z/w.md": "w from b\n",
+            f"/memories/Dir{tag}/x.md": "x from a\n",
+            "/memories/m.md": "m\n",
+            "/memories/rn.md": "rn\n",
+        }
+    assert len(result.conflicts) == 3
+    assert first.verify().ok and second.verify().ok
