@@ -29,7 +29,7 @@ from .errors import (
     shown_list,
 )
 from .format import KIND_DIR, KIND_FILE
-from .fsutil import DIR_MODE, is_within, make_private_dirs, open_private_file
+from .fsutil import DIR_MODE, is_within, local_path, make_private_dirs, open_private_file
 from .paths import MEMORIES_ROOT, MemoryPath
 from .render import plural
 from .secrets import SecretRefused
@@ -152,7 +152,7 @@ def export(
     files in place (never following a symbolic link). Names that would be one file on a
     case-insensitive or normalizing file system are refused before anything is written.
     """
-    target = Path(directory)
+    target = local_path(directory, "directory to export into")
     commit = None
     if rev is not None:
         commit = store.resolve(rev)

@@ -1038,6 +1038,8 @@ def _tree(root: Path) -> dict[str, bytes | None]:
         (["--repo", "{repo}", "remote", "add", "origin", "{key}"], {}, "the remote URL"),
         (["--repo", "{repo}", "remote", "add", "o", "ssh://{key}@h/s.git"], {}, "the remote URL"),
         (["--repo", "{repo}", "pull", "{key}"], {}, "the remote URL"),
+        (["--repo", "{repo}", "export", "{key}"], {}, "the directory to export into"),
+        (["--repo", "{repo}", "import", "{key}"], {}, "Invalid value for 'DIR': the value"),
     ],
 )
 def test_key_text_given_as_a_path_or_url_is_refused_unshown(
