@@ -3,7 +3,8 @@
 A :class:`MemoryPath` is a tuple of NFC-normalized components below ``/memories``. Everything
 hostile is refused by :func:`parse`, before any store is touched, so no refused path can cause a
 write. Names that are only confusing or unportable (invisible characters, a trailing dot, a
-sibling differing only in case, a path deeper than :data:`MAX_DEPTH`) are refused by
+sibling differing only in case or in look-alike characters, a path deeper than
+:data:`MAX_DEPTH`) are refused by
 :func:`check_new_entry` when a write would add them, so a store that already holds one stays
 readable, and the name can still be renamed away or deleted.
 """
@@ -324,15 +325,51 @@ def skeleton(name: str) -> str:
 
 
 def twin_key(name: str) -> str:
-    """The key a sibling that ``name`` may not be added beside shares with it: the
-    :func:`skeleton` of its :func:`fold_name` (a case twin, a look-alike, or both)."""
-    return _skeleton_of_folded(fold_name(name))
+    """The key a sibling that ``name`` may not be added beside shares with it (a case twin, a
+    look-alike, or both; maybe more names, which :func:`name_clash` tells apart): the
+    :func:`skeleton` of its :func:`fold_name`, with the expansions of ASCII characters'
+    skeletons collapsed, so that an ASCII name's key is a few byte operations."""
+    folded = fold_name(name)
+    if folded.isascii():
+        raw = folded.encode("ascii").translate(_ASCII_KEY, b"'\"`").replace(b"rn", b"m")
+        return raw.decode("ascii")
+    return _collapse(skeleton(folded))
+
+
+def _collapse(skeleton: str) -> str:
+    """``skeleton`` with quotes dropped, ``rn`` read as ``m`` and ``º/₀`` as ``%``: the
+    prototypes ASCII characters expand to, made one character (or none) again."""
+    for quote in "'\"":
+        skeleton = skeleton.replace(quote, "")
+    return skeleton.replace("rn", "m").replace("\u00ba/\u2080", "%")
+
+
+_ASCII_KEY = bytes.maketrans(b"01|", b"Oll")
+
+
+# The skeleton of each ASCII character that is not its own (confusables.txt; a test checks them
+# against gitmem/confusables.txt), so that an ASCII name never loads the table. None of them is,
+# or maps to, a combining mark or a character replaced after it: replacing them one after the
+# other is the skeleton.
+_ASCII_PROTOTYPES = (
+    ('"', "''"),
+    ("%", "\u00ba/\u2080"),
+    ("0", "O"),
+    ("1", "l"),
+    ("I", "l"),
+    ("`", "'"),
+    ("m", "rn"),
+    ("|", "l"),
+)
 
 
 def _skeleton_of_folded(folded: str) -> str:
-    if folded.isascii():
-        return folded.translate(_ascii_prototypes())
-    return skeleton(folded)
+    if not folded.isascii():
+        return skeleton(folded)
+    for char, prototype in _ASCII_PROTOTYPES:
+        if char in folded:
+            folded = folded.replace(char, prototype)
+    return folded
 
 
 @functools.cache
@@ -345,13 +382,6 @@ def _prototypes() -> dict[int, str]:
             source, target = line.split(";")
             table[int(source, 16)] = "".join(chr(int(code, 16)) for code in target.split())
     return table
-
-
-@functools.cache
-def _ascii_prototypes() -> dict[int, str]:
-    """:func:`skeleton` of each ASCII character (an ASCII name's skeleton is the string of its
-    characters' skeletons: none of them is, or maps to, a combining mark)."""
-    return {code: skeleton(chr(code)) for code in range(128) if skeleton(chr(code)) != chr(code)}
 
 
 def new_name_problem(name: str) -> str | None:

@@ -772,12 +772,29 @@ def test_a_name_that_looks_like_a_siblings_is_refused(tool: GitMemoryTool) -> No
     )
 
 
+@given(st.text(alphabet="aAmMnNrRlLiI01|`'\"%o0O.-_ ", min_size=1, max_size=12))
+@example('r"n')
+@example("rm`'\"")
+def test_an_ascii_names_twin_key_is_its_skeletons(name: str) -> None:
+    """The byte-level key of an ASCII name is the one its skeleton gives (so that it meets
+    the keys of non-ASCII names)."""
+    folded = gitmem_paths.fold_name(name)
+    expected = gitmem_paths._collapse(gitmem_paths.skeleton(folded))
+    assert gitmem_paths.twin_key(name) == expected
+
+
 def test_the_skeleton_is_unicode_ts_39s() -> None:
     assert gitmem_paths.skeleton("\u0430") == "a"
     assert gitmem_paths.skeleton("m") == "rn"  # the prototype of "m" is "rn"
     assert gitmem_paths.skeleton("\u00e9") == "e\u0301"  # NFD around the mapping
     assert gitmem_paths.skeleton("\u0410") == "A"
     assert gitmem_paths.twin_key("\u0410pple") == gitmem_paths.twin_key("apple")
+    # The ASCII characters' skeletons kept in the code are the data file's.
+    assert dict(gitmem_paths._ASCII_PROTOTYPES) == {
+        chr(code): gitmem_paths.skeleton(chr(code))
+        for code in range(128)
+        if gitmem_paths.skeleton(chr(code)) != chr(code)
+    }
 
 
 @pytest.mark.usefixtures("fast_git")
