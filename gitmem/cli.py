@@ -1497,18 +1497,29 @@ def accept_store(state: CliState, as_json: bool) -> None:
 # -- replicas -------------------------------------------------------------------------------
 
 
+_TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=float,
+    metavar="SECONDS",
+    default=None,
+    help="Give up on a remote silent this long (to connect, at each read or write). "
+    "Default: $GITMEM_NETWORK_TIMEOUT, else 30.",
+)
+
+
 @main.command()
 @click.argument("url")
 @click.argument("path", type=LocalPath(path_type=Path))
+@_TIMEOUT_OPTION
 @json_option
 @pass_state
-def clone(state: CliState, url: str, path: Path, as_json: bool) -> None:
+def clone(state: CliState, url: str, path: Path, timeout: float | None, as_json: bool) -> None:
     """Make a new local replica at PATH of the gitmem store at URL (its remote `origin`).
 
     The key is found as for any store (--key-file, GITMEM_KEY, GITMEM_KEY_FILE, or the per-user
     key file of the store's id). On any failure nothing is left at PATH.
     """
-    store = MemoryStore.clone(url, path, state.key(), session=cli_session())
+    store = MemoryStore.clone(url, path, state.key(), session=cli_session(), timeout=timeout)
     head = store.head_operation()
     if as_json:
         emit_json(
@@ -1599,32 +1610,35 @@ _REMOTE_ARG = click.argument("remote_name", metavar="[REMOTE]", required=False, 
 
 @main.command()
 @_REMOTE_ARG
+@_TIMEOUT_OPTION
 @json_option
 @pass_state
-def push(state: CliState, remote_name: str, as_json: bool) -> None:
+def push(state: CliState, remote_name: str, timeout: float | None, as_json: bool) -> None:
     """Send this replica's commits to REMOTE (a remote name or URL; default origin).
 
     Never forced: a remote with commits this replica lacks refuses (exit 11); pull or sync.
     """
-    _sync_report(state.store().push(remote_name), as_json)
+    _sync_report(state.store().push(remote_name, timeout=timeout), as_json)
 
 
 @main.command()
 @_REMOTE_ARG
+@_TIMEOUT_OPTION
 @json_option
 @pass_state
-def pull(state: CliState, remote_name: str, as_json: bool) -> None:
+def pull(state: CliState, remote_name: str, timeout: float | None, as_json: bool) -> None:
     """Fetch REMOTE's commits and fast-forward, or merge them in (conflicts kept as siblings)."""
-    _sync_report(state.store(merge_session()).pull(remote_name), as_json)
+    _sync_report(state.store(merge_session()).pull(remote_name, timeout=timeout), as_json)
 
 
 @main.command()
 @_REMOTE_ARG
+@_TIMEOUT_OPTION
 @json_option
 @pass_state
-def sync(state: CliState, remote_name: str, as_json: bool) -> None:
+def sync(state: CliState, remote_name: str, timeout: float | None, as_json: bool) -> None:
     """Pull from REMOTE (merging divergent work), then push: both end at the same head."""
-    _sync_report(state.store(merge_session()).sync(remote_name), as_json)
+    _sync_report(state.store(merge_session()).sync(remote_name, timeout=timeout), as_json)
 
 
 @main.command()

@@ -96,6 +96,9 @@ LOCK_FILE = "gitmem.lock"
 # Scratch repository a fetch goes through (see GitRepo.fetch); removed when the fetch ends.
 _FETCH_SCRATCH = "gitmem-fetch"
 _STALE_SCRATCH_SECONDS = 3600
+# The seconds a remote has to let a transfer connect and to answer each read or write, unless
+# the caller gives its own (see _network_timeout).
+NETWORK_TIMEOUT = 30.0
 TREE_MODE = int(FileMode.TREE)
 BLOB_MODE = int(FileMode.BLOB)
 # A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
@@ -1423,18 +1426,19 @@ class GitRepo:
         except (ValueError, pygit2.GitError) as exc:
             raise RemoteError(f"{url}: not a usable git URL ({exc})") from None
 
-    def list_remote(self, url: str) -> dict[str, str]:
+    def list_remote(self, url: str, timeout: float = NETWORK_TIMEOUT) -> dict[str, str]:
         """The refs the remote at ``url`` advertises, ``{name: oid}``.
 
-        Raises :class:`RemoteError` when it cannot be reached or refuses the credentials.
+        Raises :class:`RemoteError` when it cannot be reached, refuses the credentials, or does
+        not answer within ``timeout`` seconds (to connect, and at each read or write).
         """
         remote = self._anonymous(url)
         callbacks = _Callbacks(url)
-        with _remote_errors(url, callbacks):
+        with _remote_errors(url, callbacks, timeout):
             heads = remote.list_heads(callbacks=callbacks)
         return {str(h.name): str(h.oid) for h in heads if not str(h.name).endswith("^{}")}
 
-    def fetch(self, url: str, refs: list[str]) -> dict[str, str]:
+    def fetch(self, url: str, refs: list[str], timeout: float = NETWORK_TIMEOUT) -> dict[str, str]:
         """Fetch ``refs`` from ``url``; their objects join this repository, no ref moves here.
 
         Returns ``{ref: oid}`` for the refs fetched. libgit2 cannot fetch into a repository
@@ -1466,7 +1470,7 @@ class GitRepo:
             remote = staging.remotes.create_anonymous(url)
             callbacks = _Callbacks(url)
             specs = [f"+{ref}:refs/gitmem/fetched/{i}" for i, ref in enumerate(refs)]
-            with _remote_errors(url, callbacks):
+            with _remote_errors(url, callbacks, timeout):
                 remote.fetch(specs, callbacks=callbacks, message="gitmem")
             fetched = {}
             for i, ref in enumerate(refs):
@@ -1500,20 +1504,27 @@ class GitRepo:
             self.fsync_dir(f"objects/{sub.name}")
         # libgit2 rescans objects/pack when it misses an object, so the new packs are seen.
 
-    def push(self, url: str, refspecs: list[str], lock_timeout: float = 30.0) -> None:
+    def push(
+        self,
+        url: str,
+        refspecs: list[str],
+        lock_timeout: float = 30.0,
+        timeout: float = NETWORK_TIMEOUT,
+    ) -> None:
         """Push ``refspecs`` (never forced) to ``url``, after a checkpoint (taking the writer
         lock for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2
         sends what the repository holds.
 
         Raises :class:`PushRejected` when the remote refuses an update (it has commits this
-        repository lacks), :class:`RemoteError` when it cannot be reached.
+        repository lacks), :class:`RemoteError` when it cannot be reached or does not answer
+        within ``timeout`` seconds.
         """
         if any(spec.startswith("+") for spec in refspecs):
             raise ValueError("gitmem never force-pushes")
         self.publish(lock_timeout)
         remote = self._anonymous(url)
         callbacks = _Callbacks(url)
-        with _remote_errors(url, callbacks):
+        with _remote_errors(url, callbacks, timeout):
             try:
                 remote.push(refspecs, callbacks=callbacks)
             except pygit2.GitError as exc:
@@ -2372,15 +2383,55 @@ _NOT_FAST_FORWARD = "contains commits that are not present locally"
 
 
 @contextlib.contextmanager
-def _remote_errors(url: str, callbacks: _Callbacks) -> Iterator[None]:
+def _remote_errors(url: str, callbacks: _Callbacks, timeout: float) -> Iterator[None]:
     """libgit2's transport failures as one :class:`RemoteError` line naming the URL; Ctrl-C
-    stops the transfer (:func:`_interruptible`)."""
+    stops the transfer (:func:`_interruptible`); a remote silent for ``timeout`` seconds stops
+    it too (:func:`_network_timeout`)."""
     try:
-        with _interruptible(callbacks):
+        with _network_timeout(timeout), _interruptible(callbacks):
             yield
     except (pygit2.GitError, OSError, KeyError, ValueError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
+        if _TIMED_OUT.search(detail):
+            raise RemoteError(
+                f"the remote {url} did not answer within {timeout:g} s; try again later, or "
+                "allow it longer with --timeout or GITMEM_NETWORK_TIMEOUT"
+            ) from None
         raise RemoteError(f"cannot reach the remote {url}: {detail}") from None
+
+
+# libgit2's words for a socket that stayed silent past its timeout: its own ("timed out"),
+# libssh2's ("Timed out waiting on socket"), and OpenSSL's read of a socket whose receive
+# timeout passed (EAGAIN, "Resource temporarily unavailable").
+_TIMED_OUT = re.compile(r"timed out|resource temporarily unavailable", re.IGNORECASE)
+_timeouts: list[float] = []  # of the transfers running now, guarded by _timeouts_lock
+_timeouts_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _network_timeout(seconds: float) -> Iterator[None]:
+    """Have libgit2 give up on a remote that does not let it connect, or does not answer a
+    read or a write, within ``seconds``: a host that accepts and never answers would otherwise
+    hold the transfer forever. libgit2 honours this on every network transport (git://, ssh,
+    http and https); it has one setting per process, so transfers that overlap each wait as
+    long as the longest of their timeouts."""
+    with _timeouts_lock:
+        _timeouts.append(seconds)
+        _set_libgit2_timeout(max(_timeouts))
+    try:
+        yield
+    finally:
+        with _timeouts_lock:
+            _timeouts.remove(seconds)
+            if _timeouts:
+                _set_libgit2_timeout(max(_timeouts))
+
+
+def _set_libgit2_timeout(seconds: float) -> None:
+    # In milliseconds, as a C int; 0 would mean "wait forever".
+    millis = min(max(1, round(seconds * 1000)), 2**31 - 1)
+    pygit2.settings.server_connect_timeout = millis
+    pygit2.settings.server_timeout = millis
 
 
 @contextlib.contextmanager

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+# The seconds a remote has to let gitmem connect and to answer each read or write of a
+# transfer, unless GITMEM_NETWORK_TIMEOUT or the caller says otherwise (docs/sync.md).
+DEFAULT_NETWORK_TIMEOUT = 30.0
+NETWORK_TIMEOUT_ENV = "GITMEM_NETWORK_TIMEOUT"
+MAX_NETWORK_TIMEOUT = 86400.0
 # The longest session label: it goes into every commit's record and every log line. Ample for
 # any name, a UUID or a timestamped label, and well inside a revision's 1,000 characters, so
 # that `session:NAME` can always name it.
@@ -68,6 +73,8 @@ class StoreOptions:
     ``publish_idle`` is the seconds after this process's last write at which its logged writes
     are published for plain git, on a background thread (None: only at ``close`` and exit);
     by default ``GITMEM_PUBLISH_IDLE`` or one second.
+    ``network_timeout`` is the seconds a remote has to answer (None: ``GITMEM_NETWORK_TIMEOUT``,
+    else 30); see :func:`network_timeout`.
     """
 
     session: str | None = None
@@ -79,6 +86,7 @@ class StoreOptions:
     remote: str | None = None
     sync: SyncPolicy = "manual"
     publish_idle: float | None = field(default_factory=default_publish_idle)
+    network_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.session is not None and not isinstance(self.session, str):
@@ -94,6 +102,8 @@ class StoreOptions:
             )
         if not 0 <= timeout < math.inf:
             raise UsageError(f"lock_timeout must be 0 or more seconds, not {timeout}")
+        if self.network_timeout is not None:
+            check_network_timeout(self.network_timeout, "network_timeout")
         # A mistyped value (a dict for limits, "no" for check_rollback) would be accepted here
         # and fail on every later command, or silently mean something else.
         if not isinstance(self.limits, Limits):
@@ -139,6 +149,43 @@ class StoreOptions:
         return dataclasses.replace(base, **given)
 
 
+def check_network_timeout(seconds: object, name: str = "timeout") -> float:
+    """``seconds`` if it is a usable network timeout: a number above 0, at most a day."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
+    if not 0 < seconds <= MAX_NETWORK_TIMEOUT:
+        raise UsageError(
+            f"{name} must be more than 0 seconds and at most {MAX_NETWORK_TIMEOUT:g}, not {seconds}"
+        )
+    return float(seconds)
+
+
+def network_timeout(options: StoreOptions | None = None, given: float | None = None) -> float:
+    """The seconds a remote has to answer: ``given``, else ``options.network_timeout``, else
+    ``GITMEM_NETWORK_TIMEOUT``, else :data:`DEFAULT_NETWORK_TIMEOUT` (30).
+
+    The timeout bounds connecting and each read or write of a transfer, not the transfer as a
+    whole: a large one that keeps moving is never cut off.
+    """
+    if given is not None:
+        return check_network_timeout(given)
+    if options is not None and options.network_timeout is not None:
+        return float(options.network_timeout)
+    text = os.environ.get(NETWORK_TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_NETWORK_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_NETWORK_TIMEOUT:
+        raise UsageError(
+            f"{NETWORK_TIMEOUT_ENV} must be a number of seconds above 0 and at most "
+            f"{MAX_NETWORK_TIMEOUT:g}, not {shown_repr(text)}"
+        )
+    return value
+
+
 def check_session_label(label: str) -> None:
     """Refuse a session label that is too long or not printable text (:class:`UsageError`)."""
     if len(label) > MAX_SESSION_CHARS:
@@ -169,17 +216,23 @@ class Settings(TypedDict, total=False):
     remote: str | None
     sync: SyncPolicy
     publish_idle: float | None
+    network_timeout: float | None
 
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
+    "DEFAULT_NETWORK_TIMEOUT",
     "DEFAULT_PUBLISH_IDLE",
     "ENV_PUBLISH_IDLE",
+    "MAX_NETWORK_TIMEOUT",
     "MAX_SESSION_CHARS",
+    "NETWORK_TIMEOUT_ENV",
     "SYNC_POLICIES",
     "Settings",
     "StoreOptions",
     "SyncPolicy",
+    "check_network_timeout",
     "check_session_label",
     "default_publish_idle",
+    "network_timeout",
 ]

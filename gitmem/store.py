@@ -1214,27 +1214,35 @@ class MemoryStore:
         key: str | bytes | None = None,
         *,
         options: StoreOptions | None = None,
+        timeout: float | None = None,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
         """A new replica at ``path`` of the store at ``url`` (its remote ``origin``), opened.
 
-        ``options`` and ``settings`` are as for :meth:`open`. Raises :class:`RemoteError`,
-        :class:`NotAStoreRemote`, :class:`WrongKey` or :class:`UsageError`; a failed clone
-        leaves nothing at ``path``.
+        ``options`` and ``settings`` are as for :meth:`open`; ``timeout`` as for :meth:`pull`.
+        Raises :class:`RemoteError`, :class:`NotAStoreRemote`, :class:`WrongKey` or
+        :class:`UsageError`; a failed clone leaves nothing at ``path``.
         """
-        return _replication().clone(url, path, key, StoreOptions.of(options, **settings))
+        return _replication().clone(url, path, key, StoreOptions.of(options, **settings), timeout)
 
-    def pull(self, remote: str = "origin") -> SyncResult:
-        """Fetch ``remote`` (a remote name or URL) and fast-forward or merge it in."""
-        return _replication().pull(self, remote)
+    def pull(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
+        """Fetch ``remote`` (a remote name or URL) and fast-forward or merge it in.
 
-    def push(self, remote: str = "origin") -> SyncResult:
-        """Send the branch to ``remote``; never forced (:class:`PushRejected` if it is ahead)."""
-        return _replication().push(self, remote)
+        ``timeout``: the seconds the remote has to let gitmem connect and to answer each read
+        or write (default: ``options.network_timeout``, else ``GITMEM_NETWORK_TIMEOUT``, else
+        30); a remote that stays silent longer is a :class:`RemoteError`.
+        """
+        return _replication().pull(self, remote, timeout)
 
-    def sync(self, remote: str = "origin") -> SyncResult:
-        """Pull (merging divergent work), then push: afterwards both hold the same head."""
-        return _replication().sync(self, remote)
+    def push(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
+        """Send the branch to ``remote``; never forced (:class:`PushRejected` if it is ahead).
+        ``timeout`` as for :meth:`pull`."""
+        return _replication().push(self, remote, timeout)
+
+    def sync(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
+        """Pull (merging divergent work), then push: afterwards both hold the same head.
+        ``timeout`` as for :meth:`pull`."""
+        return _replication().sync(self, remote, timeout)
 
     def add_remote(self, name: str, url: str) -> None:
         """Configure remote ``name`` at ``url`` (kept in this replica's git config only)."""
@@ -1495,10 +1503,11 @@ class Replication(Protocol):
         path: str | os.PathLike[str],
         key: str | bytes | None,
         options: StoreOptions | None,
+        timeout: float | None,
     ) -> MemoryStore: ...
-    def pull(self, store: MemoryStore, remote: str) -> SyncResult: ...
-    def push(self, store: MemoryStore, remote: str) -> SyncResult: ...
-    def sync(self, store: MemoryStore, remote: str) -> SyncResult: ...
+    def pull(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
+    def push(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
+    def sync(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
     def add_remote(self, store: MemoryStore, name: str, url: str) -> None: ...
     def remove_remote(self, store: MemoryStore, name: str) -> None: ...
 

@@ -34,7 +34,7 @@ from .highwater import HighWater, Mark
 from .keymerge import merge_meta, reading_keyring
 from .merge import merge_base, merge_trees
 from .operation import Operation
-from .options import StoreOptions
+from .options import StoreOptions, network_timeout
 from .replica import FoundMeta, find_meta, meta_at
 from .snapshot import Snapshot
 from .store import Change, MemoryStore, NoChange, changed_files, register_replication
@@ -163,8 +163,12 @@ def _identify(store: MemoryStore, head: str | None, meta_blob: str | None, url: 
         raise DifferentStore(f"the remote {url} holds store {store.store_id} under another key")
 
 
-def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
+def pull(
+    store: MemoryStore, remote: str = DEFAULT_REMOTE, timeout: float | None = None
+) -> SyncResult:
     """Fetch ``remote``'s branch and fast-forward or merge it into this replica.
+
+    ``timeout``: the seconds the remote has to answer (:func:`~gitmem.options.network_timeout`).
 
     The network part takes no lock (a local write never waits on it); fetched objects are
     inert until the branch points at them. Only after the incoming head is identified as this
@@ -172,16 +176,17 @@ def pull(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
     move, under the writer lock.
     """
     label, url = resolve_remote(store.repo, remote)
+    seconds = network_timeout(store.options, timeout)
     marks = _remote_mark(store, url)
     seen = _seen(marks)
     repo = store.repo
     publish_local_remote(url, store.lock_timeout)
-    heads = repo.list_remote(url)
+    heads = repo.list_remote(url, seconds)
     if not heads:
         return SyncResult(label, url, "empty", store.head(), None)
     if BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
-    fetched = repo.fetch(url, [ref for ref in (BRANCH, META_REF) if ref in heads])
+    fetched = repo.fetch(url, [ref for ref in (BRANCH, META_REF) if ref in heads], seconds)
     incoming = fetched.get(BRANCH)
     _identify(store, incoming, fetched.get(META_REF), url)
     # The metadata the incoming head carries (bound by its record, checked when it is read).
@@ -305,23 +310,27 @@ def _integrate(
     raise ConflictError("the branch kept moving during the pull; nothing was merged, pull again")
 
 
-def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
-    """Send this replica's branch to ``remote`` (never forced; the local store is not locked)."""
+def push(
+    store: MemoryStore, remote: str = DEFAULT_REMOTE, timeout: float | None = None
+) -> SyncResult:
+    """Send this replica's branch to ``remote`` (never forced; the local store is not locked);
+    ``timeout`` as for :func:`pull`."""
     label, url = resolve_remote(store.repo, remote)
+    seconds = network_timeout(store.options, timeout)
     marks = _remote_mark(store, url)
     seen = _seen(marks)
     repo = store.repo
     head = store.head_operation()
     # A push into a local store moves its ref file, which its unpublished log would override.
     publish_local_remote(url, store.lock_timeout)
-    heads = repo.list_remote(url)
+    heads = repo.list_remote(url, seconds)
     if heads and BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
     remote_meta = heads.get(META_REF)
     if remote_meta is not None and remote_meta != repo.ref(META_REF):
         # Metadata other than ours: another store's (an empty one has no branch to check, and
         # pushing ours into it would break it), or ours changed on that replica (key slots).
-        _identify(store, None, repo.fetch(url, [META_REF]).get(META_REF), url)
+        _identify(store, None, repo.fetch(url, [META_REF], seconds).get(META_REF), url)
     remote_head = heads.get(BRANCH)
     theirs = None
     if remote_head is not None:
@@ -350,18 +359,21 @@ def push(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
         return SyncResult(
             label, url, "up-to-date", None if head is None else head.commit, remote_head
         )
-    repo.push(url, specs, store.lock_timeout)
+    repo.push(url, specs, store.lock_timeout, seconds)
     if marks is not None and head is not None:
         marks.advance(Mark(head.commit, head.seq))
     return SyncResult(label, url, "pushed", None if head is None else head.commit, remote_head)
 
 
-def sync(store: MemoryStore, remote: str = DEFAULT_REMOTE) -> SyncResult:
-    """Pull (merging if needed), then push what the remote lacks."""
+def sync(
+    store: MemoryStore, remote: str = DEFAULT_REMOTE, timeout: float | None = None
+) -> SyncResult:
+    """Pull (merging if needed), then push what the remote lacks; ``timeout`` as for
+    :func:`pull`."""
     for _ in range(_SYNC_RETRIES):
-        pulled = pull(store, remote)
+        pulled = pull(store, remote, timeout)
         try:
-            pushed = push(store, remote)
+            pushed = push(store, remote, timeout)
         except PushRejected:
             continue  # someone pushed between our pull and push: pull again
         action = (
@@ -382,25 +394,28 @@ def clone(
     path: str | os.PathLike[str],
     key: str | bytes | None = None,
     options: StoreOptions | None = None,
+    timeout: float | None = None,
 ) -> MemoryStore:
     """Make a new replica at ``path`` of the store at ``url`` and return it opened.
 
     ``path`` must not exist or be an empty directory. On any failure the new replica is removed.
+    ``timeout`` as for :func:`pull`.
     """
     clean = check_url(url)
     target = local_path(path, "clone's path")
+    seconds = network_timeout(options, timeout)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists; clone into a new path")
     made = not target.exists()
     try:
         repo = GitRepo.init(target)
         publish_local_remote(clean, StoreOptions.of(options).lock_timeout)
-        heads = repo.list_remote(clean)
+        heads = repo.list_remote(clean, seconds)
         if not heads:
             raise NotAStoreRemote(f"the remote {clean} is empty: nothing to clone")
         if BRANCH not in heads and META_REF not in heads:
             raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")
-        fetched = repo.fetch(clean, [ref for ref in (BRANCH, META_REF) if ref in heads])
+        fetched = repo.fetch(clean, [ref for ref in (BRANCH, META_REF) if ref in heads], seconds)
         found = meta_at(repo, fetched.get(BRANCH), fetched.get(META_REF))
         if found is None:
             raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")

@@ -312,3 +312,30 @@ def sshd(root: Path) -> Iterator[SshServer]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def silent_host() -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts every connection and never sends a byte; yields it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.05)  # a blocked accept() would not notice the socket closed
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(10)
+        server.close()
+        for conn in held:
+            conn.close()

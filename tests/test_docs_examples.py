@@ -467,6 +467,30 @@ def test_what_python_api_md_says_options_refuse(tmp_path: Path, key: str) -> Non
         assert not repo.exists()
 
 
+def test_what_python_api_md_says_network_timeouts_refuse(tmp_path: Path, key: str) -> None:
+    assert (
+        "A `network_timeout` (or a `timeout=` of `clone`, `push`, `pull`, `sync`) that is not "
+        "more than 0 and at most 86400 seconds is a `UsageError`, one that is not a number a "
+        "`TypeError`."
+    ) in API_MD
+    repo = tmp_path / "m.git"
+    bad: list[tuple[object, type[Exception]]] = [
+        (0, gitmem.UsageError),
+        (-1.0, gitmem.UsageError),
+        (float("nan"), gitmem.UsageError),
+        (86401, gitmem.UsageError),
+        ("30", TypeError),
+        (True, TypeError),
+    ]
+    for value, error in bad:
+        with pytest.raises(error):
+            gitmem.GitMemoryTool(repo, key=key, network_timeout=value)  # type: ignore[arg-type]
+        assert not repo.exists()
+        with pytest.raises(error):
+            gitmem.MemoryStore.clone(str(repo), tmp_path / "c.git", key, timeout=value)  # type: ignore[arg-type]
+        assert not (tmp_path / "c.git").exists()
+
+
 def test_what_python_api_md_says_paths_refuse(store: gitmem.MemoryStore) -> None:
     assert '(`paths="/memories/a.md"` instead of `paths=["/memories/a.md"]`)' in API_MD
     store.create("/memories/a.md", "a\n")
