@@ -93,7 +93,7 @@ BRANCH = "refs/heads/main"
 META_REF = "refs/gitmem/meta"
 _OWN = (BRANCH, META_REF)
 LOCK_FILE = "gitmem.lock"
-# Scratch repository a fetch goes through (see GitRepo.fetch); removed when the fetch ends.
+# The quarantine a fetch goes into (see GitRepo.fetching); removed when the fetch ends.
 _FETCH_SCRATCH = "gitmem-fetch"
 _STALE_SCRATCH_SECONDS = 3600
 # The seconds a remote has to let a transfer connect and to answer each read or write, unless
@@ -499,7 +499,8 @@ class GitRepo:
         loose = _read_loose(self._objects, oid, limits)
         if loose is not None:
             return loose
-        return self._read_packed(self._git.odb, oid, limits)
+        found = self._read_packed(self._git.odb, oid, limits)
+        return found if found is not None else self._read_incoming(oid, limits)
 
     @staticmethod
     def _read_packed(
@@ -1440,21 +1441,37 @@ class GitRepo:
 
     def fetch(self, url: str, refs: list[str], timeout: float = NETWORK_TIMEOUT) -> dict[str, str]:
         """Fetch ``refs`` from ``url``; their objects join this repository, no ref moves here.
+        Returns ``{ref: oid}`` for the refs fetched (see :meth:`fetching`)."""
+        with self.fetching(url, refs, timeout) as incoming:
+            incoming.accept()
+            return incoming.refs
 
-        Returns ``{ref: oid}`` for the refs fetched. libgit2 cannot fetch into a repository
-        that has a ref pointing at a blob (its negotiation fails: "object is not a
-        committish"), and ``refs/gitmem/meta`` is one; so the fetch goes into a scratch
-        repository inside this one that borrows its objects (``objects/info/alternates``) and
-        holds only the branch, for negotiation. Its new packs and loose objects are then moved
-        here (durably, the index last) and it is removed. Each fetch has its own scratch
-        repository (fetches take no lock, so two may run at once); one left by a crash is
-        removed by a later fetch once it is an hour old.
+    @contextlib.contextmanager
+    def fetching(
+        self, url: str, refs: list[str], timeout: float = NETWORK_TIMEOUT
+    ) -> Iterator[Incoming]:
+        """Fetch ``refs`` from ``url`` into a quarantine, no ref moving here.
+
+        While the block runs, this thread reads the fetched objects as if they were in this
+        repository (no other thread sees them, so no writer can count on one); they join it
+        only if the block calls :meth:`Incoming.accept`, and are deleted otherwise: what a
+        refused pull fetched is not the user's, and never takes room in the store.
+
+        libgit2 cannot fetch into a repository that has a ref pointing at a blob (its
+        negotiation fails: "object is not a committish"), and ``refs/gitmem/meta`` is one; so
+        the fetch goes into a scratch repository inside this one that borrows its objects
+        (``objects/info/alternates``) and holds only the branch, for negotiation: that is the
+        quarantine. Accepting moves its packs and loose objects here (durably, the index last);
+        the scratch repository is removed when the block ends. Each fetch has its own
+        (fetches take no lock, so two may run at once); one left by a crash is removed by a
+        later fetch once it is an hour old.
         """
         for stale in self.path.glob(f"{_FETCH_SCRATCH}-*"):
             with contextlib.suppress(OSError):
                 if time.time() - stale.stat().st_mtime > _STALE_SCRATCH_SECONDS:
                     shutil.rmtree(stale, ignore_errors=True)
         scratch = self.path / f"{_FETCH_SCRATCH}-{os.getpid()}-{os.urandom(4).hex()}"
+        outer: Incoming | None = getattr(self._local, "incoming", None)
         try:
             staging = pygit2.init_repository(str(scratch), bare=True)
             os.chmod(scratch, 0o700)
@@ -1477,10 +1494,20 @@ class GitRepo:
                 with contextlib.suppress(KeyError):
                     fetched[ref] = str(staging.references[f"refs/gitmem/fetched/{i}"].target)
             del staging, remote
-            self._adopt_objects(scratch / "objects")
-            return fetched
+            incoming = Incoming(scratch / "objects", fetched, self._adopt_objects)
+            self._local.incoming = incoming
+            yield incoming
         finally:
+            self._local.incoming = outer
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _read_incoming(self, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes] | None:
+        """:meth:`_read_stored` from this thread's quarantine (:meth:`fetching`), if any."""
+        incoming: Incoming | None = getattr(self._local, "incoming", None)
+        if incoming is None or incoming.accepted:
+            return None
+        found = self._read_packed(incoming.packs, oid, limits)
+        return found if found is not None else _read_loose(str(incoming.objects), oid, limits)
 
     def _adopt_objects(self, source: Path) -> None:
         """Move every pack and loose object under ``source`` into this repository, durably."""
@@ -1848,6 +1875,35 @@ class GitRepo:
 
 Durability = int | None
 """What :meth:`GitRepo.update_ref` returns: a ticket for :meth:`GitRepo.wait_durable`."""
+
+
+class Incoming:
+    """What :meth:`GitRepo.fetching` fetched: ``refs`` (``{ref: oid}``), in quarantine until
+    :meth:`accept`."""
+
+    def __init__(self, objects: Path, refs: dict[str, str], adopt: Callable[[Path], None]) -> None:
+        self.refs = refs
+        self.objects = objects
+        self.accepted = False
+        self._adopt = adopt
+        self._packs: pygit2.Odb | None = None
+
+    @property
+    def packs(self) -> pygit2.Odb:
+        """A libgit2 reader of the quarantine's packs (its loose objects are read as gitmem
+        reads any, see :meth:`GitRepo._read_any`)."""
+        if self._packs is None:
+            self._packs = pygit2.Odb()
+            self._packs.add_backend(pygit2.OdbBackendPack(str(self.objects)), 1)
+        return self._packs
+
+    def accept(self) -> None:
+        """Move the fetched objects into the repository, durably (before any ref may name
+        them)."""
+        if not self.accepted:
+            self._packs = None
+            self._adopt(self.objects)
+            self.accepted = True
 
 
 class _GroupSync:

@@ -1,9 +1,9 @@
 """Replicas through git remotes: clone, pull, push, sync (``docs/design.md``, "Replicas").
 
 Only libgit2 touches the wire (``gitrepo``); only ciphertext objects and gitmem's refs go over
-it. A pull fetches through a scratch repository and changes nothing until the incoming head has
-been identified as this store, authenticated, and checked against this client's mark of that
-remote; a push is never forced.
+it. A pull fetches into a quarantine and changes nothing (and keeps nothing it fetched) until
+the incoming head has been identified as this store, authenticated, and checked against this
+client's mark of that remote; a push is never forced.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -170,10 +171,10 @@ def pull(
 
     ``timeout``: the seconds the remote has to answer (:func:`~gitmem.options.network_timeout`).
 
-    The network part takes no lock (a local write never waits on it); fetched objects are
-    inert until the branch points at them. Only after the incoming head is identified as this
-    store, authenticated and checked against this client's mark of the remote does the branch
-    move, under the writer lock.
+    The network part takes no lock (a local write never waits on it); fetched objects stay in
+    a quarantine (:meth:`GitRepo.fetching`), deleted if the pull is refused. Only after the
+    incoming head is identified as this store, authenticated and checked against this client's
+    mark of the remote are they kept, and the branch moves, under the writer lock.
     """
     label, url = resolve_remote(store.repo, remote)
     seconds = network_timeout(store.options, timeout)
@@ -186,18 +187,20 @@ def pull(
         return SyncResult(label, url, "empty", store.head(), None)
     if BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
-    fetched = repo.fetch(url, [ref for ref in (BRANCH, META_REF) if ref in heads], seconds)
-    incoming = fetched.get(BRANCH)
-    _identify(store, incoming, fetched.get(META_REF), url)
-    # The metadata the incoming head carries (bound by its record, checked when it is read).
-    their_meta = None if incoming is None else meta_at(repo, incoming, None)
-    _read_incoming(store, their_meta, url)
-    theirs = None if incoming is None else store.read_operation(incoming)
-    if theirs is not None:
-        # As for a local head: refused before it can become the branch or a merge's parent.
-        store.check_epoch(theirs)
-    _check_remote_head(store, seen, theirs, url)
-    result = _integrate(store, label, url, theirs, their_meta)
+    wanted = [ref for ref in (BRANCH, META_REF) if ref in heads]
+    # Fetched into a quarantine: what a refused pull brought is deleted, never kept here.
+    with repo.fetching(url, wanted, seconds) as fetched:
+        incoming = fetched.refs.get(BRANCH)
+        _identify(store, incoming, fetched.refs.get(META_REF), url)
+        # The metadata the incoming head carries (bound by its record, checked when it is read).
+        their_meta = None if incoming is None else meta_at(repo, incoming, None)
+        _read_incoming(store, their_meta, url)
+        theirs = None if incoming is None else store.read_operation(incoming)
+        if theirs is not None:
+            # As for a local head: refused before it can become the branch or a merge's parent.
+            store.check_epoch(theirs)
+        _check_remote_head(store, seen, theirs, url)
+        result = _integrate(store, label, url, theirs, their_meta, fetched.accept)
     if marks is not None and theirs is not None:
         marks.advance(Mark(theirs.commit, theirs.seq))
     return result
@@ -218,11 +221,16 @@ def _read_incoming(store: MemoryStore, incoming: FoundMeta | None, url: str) -> 
 
 
 def _settle_meta(
-    store: MemoryStore, base: str | None, incoming: FoundMeta | None, url: str
+    store: MemoryStore,
+    base: str | None,
+    incoming: FoundMeta | None,
+    url: str,
+    accept: Callable[[], None],
 ) -> None:
     """Under the writer lock, before the branch moves: the metadata after the pull (this
     replica's, the incoming one, or both sides' slots; ``base`` is the merge base's commit),
-    with ``refs/gitmem/meta`` moved to it."""
+    with ``refs/gitmem/meta`` moved to it. ``accept`` keeps the fetched objects, called once
+    the metadata is known to unite (else the pull is refused)."""
     local = find_meta(store.repo)
     if incoming is None or store.keyring is None or local is None:
         return
@@ -232,6 +240,7 @@ def _settle_meta(
     # An empty replica has no history of its own: its metadata counts as unchanged.
     found = local if base is None else meta_at(store.repo, base, None)
     merged = merge_meta(None if found is None else found.meta, local.meta, incoming.meta, url)
+    accept()
     if merged == local.meta:
         store.adopt_meta(local.meta, local.blob)
     else:
@@ -243,12 +252,14 @@ def _integrate(
     label: str,
     url: str,
     theirs: Operation | None,
-    their_meta: FoundMeta | None = None,
+    their_meta: FoundMeta | None,
+    accept: Callable[[], None],
 ) -> SyncResult:
     """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit.
 
     The metadata is settled first (``_settle_meta``), so a merge commit is sealed in the newest
-    epoch and carries the metadata both sides agree on.
+    epoch and carries the metadata both sides agree on. ``accept`` keeps the fetched objects:
+    called before the branch or the metadata can name them, after every refusal.
     """
     if theirs is None:
         return SyncResult(label, url, "up-to-date", store.head(), None)
@@ -259,7 +270,7 @@ def _integrate(
             ours = store.head_operation()
             if store.contains(ours, theirs.commit, theirs.seq):
                 assert ours is not None
-                _settle_meta(store, theirs.commit, their_meta, url)
+                _settle_meta(store, theirs.commit, their_meta, url, accept)
                 return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
             forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
             base = None if ours is None else ours.commit
@@ -272,7 +283,8 @@ def _integrate(
                         "nothing was merged"
                     )
                 base = common.commit
-            _settle_meta(store, base, their_meta, url)
+            _settle_meta(store, base, their_meta, url, accept)
+            accept()
             if forward:
                 store.repo.update_ref(BRANCH, theirs.commit, None if ours is None else ours.commit)
                 if store.high_water is not None:
@@ -330,18 +342,25 @@ def push(
     if remote_meta is not None and remote_meta != repo.ref(META_REF):
         # Metadata other than ours: another store's (an empty one has no branch to check, and
         # pushing ours into it would break it), or ours changed on that replica (key slots).
-        _identify(store, None, repo.fetch(url, [META_REF], seconds).get(META_REF), url)
+        # Only looked at: the fetched blob is dropped (a pull brings it in).
+        with repo.fetching(url, [META_REF], seconds) as fetched:
+            _identify(store, None, fetched.refs.get(META_REF), url)
     remote_head = heads.get(BRANCH)
     theirs = None
     if remote_head is not None:
+        if META_REF not in heads:
+            # Its store is named in its head's tree, or it is no gitmem store (whose commit
+            # would fail authentication as if forged); a head not here is fetched to be looked
+            # at, and dropped.
+            if repo.has(remote_head):
+                _identify(store, remote_head, None, url)
+            else:
+                with repo.fetching(url, [BRANCH], seconds) as fetched:
+                    _identify(store, fetched.refs.get(BRANCH), None, url)
         if not repo.has(remote_head):
             raise PushRejected(
                 f"the remote {url} has commits this replica lacks; pull or sync first"
             )
-        if META_REF not in heads:
-            # Its store is named in its head's tree, or it is no gitmem store (whose commit,
-            # left here by a refused pull, would fail authentication as if forged).
-            _identify(store, remote_head, None, url)
         theirs = store.read_operation(remote_head)
     _check_remote_head(store, seen, theirs, url)
     if (

@@ -22,7 +22,14 @@ from test_history import FakeClock
 import gitmem.store
 from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key, history
 from gitmem.editor import TreeEditor
-from gitmem.errors import DifferentStore, NotAStoreRemote, PushRejected, RemoteError, UsageError
+from gitmem.errors import (
+    DifferentStore,
+    IntegrityError,
+    NotAStoreRemote,
+    PushRejected,
+    RemoteError,
+    UsageError,
+)
 from gitmem.gitrepo import BRANCH
 from gitmem.paths import parse
 from gitmem.store import Change, Operation
@@ -343,8 +350,9 @@ def test_ctrl_c_during_a_transfer_stops_it_and_leaves_nothing(
 def test_push_to_a_project_repository_after_a_refused_pull_is_not_called_forged(
     first: MemoryStore, tmp_path: Path
 ) -> None:
-    # A refused pull leaves the remote's objects here (inert); the push then read the remote's
-    # project commit as a gitmem record: "failed authentication (forged, altered or spliced)".
+    # A push that finds the remote's commit here (once left by a refused pull) or fetches it to
+    # look at must not read a project commit as a gitmem record: "failed authentication
+    # (forged, altered or spliced)".
     project = tmp_path / "project"
     git("init", "-q", "-b", "main", str(project))
     (project / "README").write_text("hello\n")
@@ -564,3 +572,83 @@ def test_names_a_write_would_refuse_are_not_made_by_a_merge(
         }
     assert len(result.conflicts) == 3
     assert first.verify().ok and second.verify().ok
+
+
+def _objects_on_disk(store: MemoryStore) -> tuple[list[str], int]:
+    """Every object id in ``store``, and the bytes of its ``objects`` directory."""
+    size = sum(f.stat().st_size for f in (store.path / "objects").rglob("*") if f.is_file())
+    return sorted(store.repo.all_object_ids()), size
+
+
+def _junk_head(repo: Path, parent: str | None, message: str) -> str:
+    """A commit in ``repo`` whose tree holds 3 MiB of random blobs, with record ``message``."""
+    entries = []
+    for i in range(3):
+        blob = (
+            subprocess.run(
+                ["git", "--git-dir", str(repo), "hash-object", "-w", "--stdin"],
+                input=os.urandom(1 << 20),
+                check=True,
+                capture_output=True,
+            )
+            .stdout.decode()
+            .strip()
+        )
+        entries.append(f"100644 blob {blob}\tjunk-{i}\n")
+    tree = subprocess.run(
+        ["git", "--git-dir", str(repo), "mktree"],
+        input="".join(entries),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    parents = [] if parent is None else ["-p", parent]
+    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x"}
+    env.update(GIT_COMMITTER_NAME="x", GIT_COMMITTER_EMAIL="x@x")
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "commit-tree", tree, *parents, "-m", message],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
+
+
+@pytest.mark.parametrize("transport", ["local", "git-daemon"])
+def test_a_refused_pull_keeps_none_of_the_objects_it_fetched(
+    first: MemoryStore, origin: Path, transport: str
+) -> None:
+    # A forged head on top of the real one, carrying megabytes of junk: the pull is refused,
+    # and the junk is deleted with it rather than kept in the store until gc's grace passes.
+    forged = _junk_head(origin, first.head(), "gitmem record, forged")
+    git("--git-dir", str(origin), "update-ref", "refs/heads/main", forged)
+    before, head = _objects_on_disk(first), first.head()
+    with contextlib.ExitStack() as stack:
+        url = str(origin)
+        if transport == "git-daemon":
+            url = stack.enter_context(git_daemon(origin.parent)) + "/origin.git"
+        for _ in range(3):
+            with pytest.raises(IntegrityError, match="failed authentication"):
+                first.pull(url)
+            assert _objects_on_disk(first) == before
+    assert first.head() == head and list(first.path.glob("gitmem-fetch*")) == []
+    assert first.verify().ok
+
+
+def test_a_pull_refused_for_another_store_or_a_project_keeps_nothing(
+    first: MemoryStore, tmp_path: Path, key: str
+) -> None:
+    other = MemoryStore.init(tmp_path / "other.git", generate_key(), state_dir=tmp_path / "so")
+    write(other, "theirs.md", "another store\n")
+    project = tmp_path / "project.git"
+    git("init", "--bare", "-q", str(project))
+    git("--git-dir", str(project), "update-ref", "refs/heads/main", _junk_head(project, None, "x"))
+    before = _objects_on_disk(first)
+    with pytest.raises(DifferentStore):
+        first.pull(str(other.path))
+    with pytest.raises(NotAStoreRemote):
+        first.pull(str(project))
+    # A push looks at what the remote holds (fetched to identify it), and keeps none of it.
+    with pytest.raises(NotAStoreRemote):
+        first.push(str(project))
+    assert _objects_on_disk(first) == before

@@ -110,9 +110,12 @@ def test_removed_holder_cannot_pull_what_follows(
         bob.sync()
     assert refs(bob) == before
     assert "/memories/secret.md" not in bob.files()
-    # The new commit's objects were fetched, but bob's keys do not open them.
+    # The refused pull kept none of what it fetched; fetched on purpose, the new commit's
+    # objects are there, but bob's keys do not open them.
     new_head = first.head()
-    assert new_head is not None and bob.repo.has(new_head)
+    assert new_head is not None and not bob.repo.has(new_head)
+    bob.repo.fetch(str(origin), [BRANCH])
+    assert bob.repo.has(new_head)
     with pytest.raises(IntegrityError):
         bob.read_operation(new_head)
 
@@ -157,9 +160,12 @@ def test_diverged_keys_are_refused_and_change_nothing(
     write(second, "b.md", "b\n")
     first.push()
     before = refs(second)
+    objects = sorted(second.repo.all_object_ids())
     with pytest.raises(KeysDiverged, match="both changed the store's keys"):
         second.sync()
     assert refs(second) == before
+    # Refused: what the pull fetched is not kept.
+    assert sorted(second.repo.all_object_ids()) == objects
     assert second.files().keys() == {"/memories/notes.md", "/memories/b.md"}
     assert second.verify().ok and first.verify().ok
     result = CliRunner().invoke(
