@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ from gitmem.errors import (
     RemoteError,
     UsageError,
 )
-from gitmem.gitrepo import BRANCH
+from gitmem.gitrepo import BRANCH, Incoming
 from gitmem.paths import parse
 from gitmem.store import Change, Operation
 
@@ -476,11 +476,11 @@ def test_a_push_that_loses_a_race_is_a_rejection_that_sync_retries(
     real = first.repo.push
     pushed: list[str | None] = [None]
 
-    def racing(url: str, specs: list[str], lock_timeout: float = 30.0) -> None:
+    def racing(url: str, specs: list[str], *args: float) -> None:
         if second.head() != pushed[-1]:  # the other replica pushes its new work first
             second.push()
             pushed.append(second.head())
-        real(url, specs, lock_timeout)
+        real(url, specs, *args)
 
     first.repo.push = racing  # type: ignore[method-assign, assignment]
     with pytest.raises(PushRejected, match="it has commits this replica lacks; pull or sync"):
@@ -498,17 +498,20 @@ def test_another_process_pushing_during_a_pull_is_no_rollback(
     shared = tmp_path / "state-a"
     second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=shared)
     write(second, "b.md", "b\n")
-    real = first.repo.fetch
+    real = first.repo.fetching
     pushed: list[str | None] = [None]
 
-    def fetched_then_overtaken(url: str, refs: list[str]) -> dict[str, str]:
-        found = real(url, refs)
-        if second.head() != pushed[-1]:
-            second.push()
-            pushed.append(second.head())
-        return found
+    @contextlib.contextmanager
+    def fetched_then_overtaken(
+        url: str, refs: list[str], timeout: float = 30.0
+    ) -> Iterator[Incoming]:
+        with real(url, refs, timeout) as fetched:
+            if second.head() != pushed[-1]:
+                second.push()
+                pushed.append(second.head())
+            yield fetched
 
-    first.repo.fetch = fetched_then_overtaken  # type: ignore[method-assign]
+    first.repo.fetching = fetched_then_overtaken  # type: ignore[method-assign]
     for action in (first.pull, first.sync):
         action()
     assert "/memories/b.md" in first.files()
