@@ -1900,16 +1900,21 @@ def key_remove(state: CliState, slot: str, as_json: bool) -> None:
 @json_option
 @pass_state
 def key_passwd(state: CliState, slot: str, as_json: bool) -> None:
-    """Give passphrase slot SLOT a new passphrase (read as `key add` reads it)."""
+    """Give passphrase slot SLOT a new passphrase (read as `key add` reads it), and start a
+    new key epoch.
+
+    The old passphrase opens nothing written from now on; what it opened before stays open
+    to whoever has it and a copy of the repository.
+    """
     store = state.store()
     # Before the passphrase is asked for (twice, on a terminal): a mistyped slot id is told at
     # once, not after the passphrase was typed for nothing.
     store.check_passphrase_slot(slot)
-    store.change_passphrase(slot, new_passphrase())
+    epoch = store.change_passphrase(slot, new_passphrase())
     if as_json:
-        emit_json({"slot": slot})
+        emit_json({"slot": slot, "epoch": epoch})
         return
-    click.echo(f"Changed the passphrase of key slot {slot}")
+    click.echo(f"Changed the passphrase of key slot {slot}; new writes use key epoch {epoch}")
 
 
 def _init_with_passphrase(target: Path, passphrase: str, as_json: bool) -> None:

@@ -199,7 +199,8 @@ def make_slot(
 ) -> Slot:
     """A new slot ``slot_id`` for a passphrase or a raw key, holding ``keyring``'s newest key.
 
-    ``secret`` keeps a slot's X25519 secret (a holder changing its own passphrase).
+    ``secret`` is the slot's new X25519 secret when the caller needs to know it (a random one
+    otherwise).
     """
     salt = os.urandom(crypto.SLOT_SALT_BYTES)
     secret = crypto.new_slot_secret() if secret is None else secret
@@ -334,17 +335,24 @@ def passwd(
     slot_id: str,
     passphrase: str,
     params: KdfParams | None = None,
-) -> StoreMeta:
-    """``meta`` with slot ``slot_id`` remade for a new passphrase (same id and label)."""
+) -> tuple[StoreMeta, Keyring]:
+    """``meta`` with slot ``slot_id`` remade for a new passphrase (same id and label), and the
+    keyring to go on with (its secret is the new one when the slot is the keyring's own).
+
+    The slot gets a new X25519 key pair: the old passphrase still unwraps the old secret from
+    any earlier metadata in the repository's history, and that secret must open nothing sealed
+    to the slot from now on. Callers rotate afterwards (:func:`rotate`), so that nothing written
+    after the change opens with the epoch key the old secret already reached.
+    """
     old = passphrase_slot(meta, slot_id)
     label = slot_label(meta, keyring, old)
-    # A holder changing its own passphrase keeps the slot's secret, so that its open stores
-    # keep working; a slot changed by someone else gets a new one.
-    own = keyring.secret if keyring.slot == slot_id else None
+    secret = crypto.new_slot_secret()
     new = make_slot(
-        meta, keyring, slot_id, passphrase=passphrase, label=label, params=params, secret=own
+        meta, keyring, slot_id, passphrase=passphrase, label=label, params=params, secret=secret
     )
-    return replace(meta, slots=tuple(new if slot is old else slot for slot in meta.slots))
+    if keyring.slot == slot_id:
+        keyring = replace(keyring, secret=secret)
+    return replace(meta, slots=tuple(new if slot is old else slot for slot in meta.slots)), keyring
 
 
 def rotate(meta: StoreMeta, keyring: Keyring) -> tuple[StoreMeta, Keyring]:

@@ -1286,12 +1286,12 @@ class MemoryStore:
         raw = None if key is None else decode_key(key)
         added: list[str] = []
 
-        def change(meta: StoreMeta, keyring: Keyring) -> StoreMeta:
+        def change(meta: StoreMeta, keyring: Keyring) -> tuple[StoreMeta, Keyring]:
             meta, slot = keyslots.add(
                 meta, keyring, passphrase=passphrase, raw_key=raw, label=label, params=kdf
             )
             added.append(slot)
-            return meta
+            return meta, keyring
 
         self._change_meta("add", change)
         return added[0]
@@ -1303,7 +1303,9 @@ class MemoryStore:
         keys.
         """
         return self._change_meta(
-            "remove", lambda meta, keyring: keyslots.remove(meta, keyring, slot), rotate=True
+            "remove",
+            lambda meta, keyring: (keyslots.remove(meta, keyring, slot), keyring),
+            rotate=True,
         )
 
     def rotate_keys(self) -> int:
@@ -1313,7 +1315,7 @@ class MemoryStore:
         records the change is sealed with it at once, so nothing can be appended under older
         keys. Every later write uses it; older epochs stay readable to every current holder.
         """
-        return self._change_meta("rotate", lambda meta, keyring: meta, rotate=True)
+        return self._change_meta("rotate", lambda meta, keyring: (meta, keyring), rotate=True)
 
     def check_passphrase_slot(self, slot: str) -> None:
         """Raise :class:`UsageError` unless ``slot`` is a passphrase slot of this store, as
@@ -1321,12 +1323,19 @@ class MemoryStore:
         passphrase."""
         keyslots.passphrase_slot(self._current_meta(), slot)
 
-    def change_passphrase(
-        self, slot: str, passphrase: str, *, kdf: KdfParams | None = None
-    ) -> None:
-        """Give passphrase slot ``slot`` a new passphrase (its id and label stay)."""
-        self._change_meta(
-            "passwd", lambda meta, keyring: keyslots.passwd(meta, keyring, slot, passphrase, kdf)
+    def change_passphrase(self, slot: str, passphrase: str, *, kdf: KdfParams | None = None) -> int:
+        """Give passphrase slot ``slot`` a new passphrase and key pair (its id and label stay),
+        and rotate (:meth:`rotate_keys`); returns the new key epoch.
+
+        The old passphrase opens nothing written from now on, even with the slot's old
+        metadata from the repository's history; what it opened before stays open to it. This
+        store keeps working; other processes that opened the slot with the old passphrase get
+        :class:`WrongKey` and must open the store again.
+        """
+        return self._change_meta(
+            "passwd",
+            lambda meta, keyring: keyslots.passwd(meta, keyring, slot, passphrase, kdf),
+            rotate=True,
         )
 
     def keyring_slot(self) -> str | None:
@@ -1350,12 +1359,13 @@ class MemoryStore:
     def _change_meta(
         self,
         action: str,
-        change: Callable[[StoreMeta, Keyring], StoreMeta],
+        change: Callable[[StoreMeta, Keyring], tuple[StoreMeta, Keyring]],
         *,
         rotate: bool = False,
     ) -> int:
         """Apply ``change`` to the metadata under the writer lock, move its ref, and commit it;
-        with ``rotate``, also start a new key epoch. Returns the newest epoch.
+        with ``rotate``, also start a new key epoch. ``change`` returns the new metadata and
+        the keyring to go on with. Returns the newest epoch.
 
         The commit (command ``keys``, the same memory) carries the new metadata blob in its
         root tree, so the slots travel with the branch to every replica; an empty store has
@@ -1366,7 +1376,7 @@ class MemoryStore:
             old = self.repo.ref(META_REF)
             meta = self._current_meta()
             keyring = self._keyring_for(meta)
-            new = change(meta, keyring)
+            new, keyring = change(meta, keyring)
             if rotate:
                 new, keyring = keyslots.rotate(new, keyring)
             head = self.head_operation()

@@ -357,6 +357,55 @@ def test_own_passphrase_change_keeps_open_stores_working(
         alice.key_slots()
 
 
+SPLICES = {
+    "the wrapped secret": ("salt", "kdf", "private"),
+    "the wrapped secret and public key": ("salt", "kdf", "private", "public"),
+    "the whole slot": ("salt", "kdf", "private", "public", "keyring", "label"),
+}
+
+
+@pytest.mark.parametrize("rotate", [True, False], ids=["then rotate", "alone"])
+@pytest.mark.parametrize("splice", sorted(SPLICES))
+def test_an_old_passphrase_reads_nothing_written_after_its_change(
+    slotted: MemoryStore, repo_path: Path, splice: str, rotate: bool
+) -> None:
+    # The attack: someone who knows alice's old passphrase takes her slot's old fields from
+    # any earlier metadata blob (history keeps them all) and puts them into the current one.
+    # A change of passphrase that kept the slot's X25519 secret let the old passphrase unwrap
+    # the very secret every later epoch key is sealed to.
+    alice = MemoryStore.open(repo_path, passphrase="alice's passphrase")
+    slot = alice.keyring_slot()
+    assert slot is not None
+    before = passphrase_slot(meta_json(repo_path))
+    elsewhere = MemoryStore.open(repo_path, passphrase="alice's passphrase")
+    assert alice.change_passphrase(slot, "alice's new", kdf=FAST) == 1
+    if rotate:
+        alice.rotate_keys()
+    after = parse("/memories/after.md")
+    alice.create(after, "written after the change")  # the changing store keeps working
+    # Another process opened with the old passphrase must open the store again.
+    with pytest.raises(WrongKey, match="was given a new passphrase"):
+        elsewhere.read_text(after)
+    body = meta_json(repo_path)
+    current = passphrase_slot(body)
+    assert current["public"] != before["public"]
+    # Offline: the old secret, unwrapped with the old passphrase, opens nothing current.
+    old_slot = fmt.Slot.from_json(before)
+    assert old_slot.kdf is not None
+    kek = crypto.passphrase_kek(b"alice's passphrase", old_slot.salt, old_slot.kdf)
+    secret = crypto.unwrap_secret(kek, old_slot.private, old_slot.params_ad(alice.keys.store_id))
+    assert secret is not None
+    ad = b"gitmem/keyring/v2" + alice.keys.store_id + slot.encode()
+    with pytest.raises(IntegrityError):
+        crypto.open_sealed(secret, base64.b64decode(current["keyring"]), ad)
+    # Through gitmem, with the old fields spliced into the current metadata.
+    current.update({name: before[name] for name in SPLICES[splice]})
+    plant_meta(repo_path, body)
+    with pytest.raises((WrongPassphrase, IntegrityError)):
+        spliced = MemoryStore.open(repo_path, passphrase="alice's passphrase", check_rollback=False)
+        spliced.read_text(after)
+
+
 def test_refuse_to_remove_the_last_way_in(repo_path: Path) -> None:
     store = MemoryStore.init(repo_path, None, passphrase="only", kdf=FAST)
     (slot,) = store.key_slots()
@@ -468,7 +517,8 @@ def test_cli_key_commands(repo_path: Path, key: str) -> None:
     changed = runner.invoke(main, ["key", "passwd", laptop], input="pass two\n", env=by_pass)
     assert (
         changed.exit_code == 0
-        and changed.output == f"Changed the passphrase of key slot {laptop}\n"
+        and changed.output
+        == f"Changed the passphrase of key slot {laptop}; new writes use key epoch 2\n"
     )
     wrong = runner.invoke(main, ["key", "list"], env=by_pass)
     assert wrong.exit_code == 4
