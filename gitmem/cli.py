@@ -424,6 +424,17 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", **_JSON_FLAG)(func)
 
 
+def weak_passphrase_option(func: F) -> F:
+    """``--allow-weak-passphrase`` on a command that sets a new passphrase, passed as
+    ``allow_weak``."""
+    return click.option(
+        "--allow-weak-passphrase",
+        "allow_weak",
+        is_flag=True,
+        help="Accept a new passphrase below the strength bar (see docs/security.md).",
+    )(func)
+
+
 def rev_option(func: F) -> F:
     """``--rev REV``: the older spelling of a command's positional REV, kept for scripts."""
     return click.option(
@@ -679,9 +690,12 @@ main.params.extend(
 @main.command()
 @click.argument("path", required=False, type=LocalPath(path_type=Path))
 @click.option("--print-key", is_flag=True, help="Print the new key once instead of saving it.")
+@weak_passphrase_option
 @json_option
 @pass_state
-def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> None:
+def init(
+    state: CliState, path: Path | None, print_key: bool, allow_weak: bool, as_json: bool
+) -> None:
     """Create a store and its key (in an empty directory or empty bare git repository too).
 
     The key is saved to an owner-only file in your config directory (or printed with
@@ -705,7 +719,7 @@ def init(state: CliState, path: Path | None, print_key: bool, as_json: bool) -> 
     passphrase = os.environ.get(ENV_PASSPHRASE)
     given = os.environ.get(ENV_KEY) or os.environ.get(ENV_KEY_FILE)
     if key_path is None and passphrase and not given and not print_key:
-        return _init_with_passphrase(target, passphrase, as_json)
+        return _init_with_passphrase(target, passphrase, allow_weak, as_json)
     if key_path is not None:
         if key_path.exists():
             key, source = read_key_file(key_path), f"Key: the one in {key_path}"
@@ -1846,16 +1860,17 @@ def key() -> None:
 
 @key.command("add")
 @click.option("--label", default="", metavar="L", help="A label for the new slot (encrypted).")
+@weak_passphrase_option
 @json_option
 @pass_state
-def key_add(state: CliState, label: str, as_json: bool) -> None:
+def key_add(state: CliState, label: str, allow_weak: bool, as_json: bool) -> None:
     """Add a passphrase slot.
 
     The new passphrase is read from stdin when it is not a terminal (its first line), and asked
     twice when it is. A store without slots gets a slot for its current key as well.
     """
     store = state.store()
-    slot = store.add_key(passphrase=new_passphrase(), label=label)
+    slot = store.add_key(passphrase=new_passphrase(), label=label, allow_weak_passphrase=allow_weak)
     if as_json:
         emit_json({"slot": slot, "label": label})
         return
@@ -1897,9 +1912,10 @@ def key_remove(state: CliState, slot: str, as_json: bool) -> None:
 
 @key.command("passwd")
 @click.argument("slot")
+@weak_passphrase_option
 @json_option
 @pass_state
-def key_passwd(state: CliState, slot: str, as_json: bool) -> None:
+def key_passwd(state: CliState, slot: str, allow_weak: bool, as_json: bool) -> None:
     """Give passphrase slot SLOT a new passphrase (read as `key add` reads it), and start a
     new key epoch.
 
@@ -1910,16 +1926,16 @@ def key_passwd(state: CliState, slot: str, as_json: bool) -> None:
     # Before the passphrase is asked for (twice, on a terminal): a mistyped slot id is told at
     # once, not after the passphrase was typed for nothing.
     store.check_passphrase_slot(slot)
-    epoch = store.change_passphrase(slot, new_passphrase())
+    epoch = store.change_passphrase(slot, new_passphrase(), allow_weak_passphrase=allow_weak)
     if as_json:
         emit_json({"slot": slot, "epoch": epoch})
         return
     click.echo(f"Changed the passphrase of key slot {slot}; new writes use key epoch {epoch}")
 
 
-def _init_with_passphrase(target: Path, passphrase: str, as_json: bool) -> None:
+def _init_with_passphrase(target: Path, passphrase: str, allow_weak: bool, as_json: bool) -> None:
     """`gitmem init` with ``GITMEM_PASSPHRASE``: one passphrase slot, no key file."""
-    store = MemoryStore.init(target, None, passphrase=passphrase)
+    store = MemoryStore.init(target, None, passphrase=passphrase, allow_weak_passphrase=allow_weak)
     if as_json:
         emit_json({"store": str(target), "store_id": store.store_id, "key_file": None})
         return

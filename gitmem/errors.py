@@ -112,6 +112,10 @@ class KeyMissing(GitMemError):
         super().__init__(message)
 
 
+class WeakPassphrase(UsageError):
+    """A new passphrase is below gitmem's strength bar (the message never shows it)."""
+
+
 class WrongKey(GitMemError):
     """The key does not open this store (or is malformed)."""
 

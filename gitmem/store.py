@@ -57,6 +57,7 @@ from .replica import find_meta, meta_at
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
 from .snapshot import ListEntry, Snapshot, changed_file_nodes, decode_text
+from .strength import check_new_passphrase
 from .syncresult import SyncResult
 from .textops import Replacement, find_unique, insert_at, replace_at
 from .tree import TreeCodec
@@ -193,6 +194,7 @@ class MemoryStore:
         options: StoreOptions | None = None,
         passphrase: str | None = None,
         prompt: Callable[[], str] | None = None,
+        allow_weak_passphrase: bool = False,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
         """Open the store at ``path``; with ``create``, make it when nothing is there.
@@ -200,7 +202,9 @@ class MemoryStore:
         The key is ``key``, else ``passphrase`` (which opens one of the store's key slots), else
         found as :func:`gitmem.keysource.resolve_credential` says; ``prompt`` asks for a
         passphrase when nothing else gave a key. A store created with a passphrase has one
-        passphrase slot and no key file. ``options`` (a :class:`~gitmem.options.StoreOptions`)
+        passphrase slot and no key file, and its passphrase must clear the strength bar
+        (:func:`gitmem.strength.check_new_passphrase`) unless ``allow_weak_passphrase``.
+        ``options`` (a :class:`~gitmem.options.StoreOptions`)
         and the keyword ``settings`` (``session``, ``lock_timeout``, ``state_dir``,
         ``check_rollback``, ``limits``, ``secrets``; each overrides ``options``) say how the
         store is used. Raises
@@ -211,7 +215,9 @@ class MemoryStore:
         opts = StoreOptions.of(options, **settings)
         target = local_path(path, "store's path")
         try:
-            return cls._open(target, key, create, accept_store, opts, passphrase, prompt)
+            return cls._open(
+                target, key, create, accept_store, opts, passphrase, prompt, allow_weak_passphrase
+            )
         except OSError as exc:
             raise file_system_refused(exc) from None
 
@@ -225,6 +231,7 @@ class MemoryStore:
         opts: StoreOptions,
         passphrase: str | None,
         prompt: Callable[[], str] | None,
+        allow_weak: bool,
     ) -> MemoryStore:
         if create and cls.vacant(target):
             cls._refuse_vanished(target, opts)
@@ -237,7 +244,7 @@ class MemoryStore:
                     searched=exc.searched,
                     key_file=exc.key_file,
                 ) from None
-            return cls._create(target, credential, opts)
+            return cls._create(target, credential, opts, allow_weak)
         if not GitRepo.exists(target):
             if create:
                 raise NoStore(f"{target} exists and is not a gitmem store")
@@ -262,10 +269,18 @@ class MemoryStore:
         return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
 
     @classmethod
-    def _create(cls, target: Path, credential: Credential, options: StoreOptions) -> MemoryStore:
+    def _create(
+        cls, target: Path, credential: Credential, options: StoreOptions, allow_weak: bool
+    ) -> MemoryStore:
         if credential.key is not None:
             return cls.init(target, credential.key, options)
-        return cls.init(target, None, options, passphrase=credential.passphrase)
+        return cls.init(
+            target,
+            None,
+            options,
+            passphrase=credential.passphrase,
+            allow_weak_passphrase=allow_weak,
+        )
 
     @staticmethod
     def vacant(path: str | os.PathLike[str]) -> bool:
@@ -303,13 +318,16 @@ class MemoryStore:
         *,
         passphrase: str | None = None,
         kdf: KdfParams | None = None,
+        allow_weak_passphrase: bool = False,
         **settings: Unpack[Settings],
     ) -> MemoryStore:
         """Create a store at ``path`` (or open it if a racing process just did).
 
         With ``key``, a version 1 store that ``key`` opens; with ``passphrase`` instead, a store
         whose only way in is one passphrase slot (Argon2id with ``kdf``, RFC 9106's second
-        recommended parameters by default). ``options`` and ``settings`` are as for :meth:`open`.
+        recommended parameters by default), refused with :class:`WeakPassphrase` before
+        anything is made unless it clears the strength bar or ``allow_weak_passphrase``.
+        ``options`` and ``settings`` are as for :meth:`open`.
         """
         from .crypto import decode_key, generate_key
 
@@ -321,6 +339,8 @@ class MemoryStore:
         credential = Credential("key=", key=raw)
         if key is None and passphrase is None:
             raise UsageError("a new store needs a key or a passphrase")
+        if key is None and passphrase is not None:
+            check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
         made_here = False
         try:
             repo = GitRepo.init(path, opts.lock_timeout)
@@ -1275,15 +1295,19 @@ class MemoryStore:
         key: str | bytes | None = None,
         label: str = "",
         kdf: KdfParams | None = None,
+        allow_weak_passphrase: bool = False,
     ) -> str:
         """Add a key slot for ``passphrase`` (or a raw ``key``); returns the new slot's id.
 
         The first slot added to a version 1 store makes it version 2, with a slot labelled
-        ``initial key`` for the key it had.
+        ``initial key`` for the key it had. A passphrase below the strength bar is refused
+        (:class:`WeakPassphrase`) unless ``allow_weak_passphrase``.
         """
         from .crypto import decode_key
 
         raw = None if key is None else decode_key(key)
+        if passphrase is not None and raw is None:
+            check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
         added: list[str] = []
 
         def change(meta: StoreMeta, keyring: Keyring) -> tuple[StoreMeta, Keyring]:
@@ -1323,15 +1347,24 @@ class MemoryStore:
         passphrase."""
         keyslots.passphrase_slot(self._current_meta(), slot)
 
-    def change_passphrase(self, slot: str, passphrase: str, *, kdf: KdfParams | None = None) -> int:
+    def change_passphrase(
+        self,
+        slot: str,
+        passphrase: str,
+        *,
+        kdf: KdfParams | None = None,
+        allow_weak_passphrase: bool = False,
+    ) -> int:
         """Give passphrase slot ``slot`` a new passphrase and key pair (its id and label stay),
         and rotate (:meth:`rotate_keys`); returns the new key epoch.
 
         The old passphrase opens nothing written from now on, even with the slot's old
         metadata from the repository's history; what it opened before stays open to it. This
         store keeps working; other processes that opened the slot with the old passphrase get
-        :class:`WrongKey` and must open the store again.
+        :class:`WrongKey` and must open the store again. A passphrase below the strength bar is
+        refused (:class:`WeakPassphrase`) unless ``allow_weak_passphrase``.
         """
+        check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
         return self._change_meta(
             "passwd",
             lambda meta, keyring: keyslots.passwd(meta, keyring, slot, passphrase, kdf),

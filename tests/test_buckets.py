@@ -413,7 +413,7 @@ def test_a_format_3_store_grown_past_the_threshold_becomes_format_4(
 ) -> None:
     store = MemoryStore.open(repo_path, key, create=True)
     store.create("/memories/a.md", "a")
-    store.add_key(passphrase="pw", label="pw", kdf=FAST)
+    store.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     assert meta(store)["format"] == 3
     pre_split = store.head()
     for i in range(T + 1):
@@ -425,7 +425,7 @@ def test_a_format_3_store_grown_past_the_threshold_becomes_format_4(
     assert root is not None
     (in_tree,) = [e for e in store.repo.read_tree(root) if e.name == fmt.META_ENTRY]
     assert in_tree.oid == store.repo.ref(META_REF)
-    assert len(MemoryStore.open(repo_path, passphrase="pw").files()) == T + 2
+    assert len(MemoryStore.open(repo_path, passphrase="pw for the tests").files()) == T + 2
     assert len(MemoryStore.open(repo_path, key).files()) == T + 2
     # gitmem that reads formats 1-3 refuses the store instead of reporting tampering.
     monkeypatch.setattr(fmt, "READABLE_VERSIONS", frozenset({1, 2, 3}))
@@ -454,10 +454,10 @@ def test_a_store_without_slots_becomes_format_4_and_can_still_add_one(
     body = meta(store)
     assert body["format"] == 4 and "slots" not in body and "epochs" not in body
     assert store.key_slots() == []
-    store.add_key(passphrase="pw", label="pw", kdf=FAST)
+    store.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     body = meta(store)
     assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
-    assert len(MemoryStore.open(repo_path, passphrase="pw").files()) == T + 1
+    assert len(MemoryStore.open(repo_path, passphrase="pw for the tests").files()) == T + 1
 
 
 def test_format_4_metadata_parses_with_and_without_slots() -> None:
@@ -513,7 +513,7 @@ def test_split_directories_sync_and_merge_between_replicas(tmp_path: Path, key: 
     first.add_remote("origin", str(origin))
     first.push()
     second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "state-b")
-    second.add_key(passphrase="pw", label="pw", kdf=FAST)  # format 3 on this side
+    second.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)  # format 3 on this side
     second.sync()
     first.pull()
     assert meta(first)["format"] == 3
@@ -535,7 +535,7 @@ def test_a_format_3_replica_pulling_a_split_head_becomes_format_4(tmp_path: Path
     subprocess.run(["git", "init", "--bare", "-q", str(origin)], check=True)
     first = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "state-a")
     first.create("/memories/x.md", "x\n")
-    first.add_key(passphrase="pw", label="pw", kdf=FAST)
+    first.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     first.add_remote("origin", str(origin))
     first.push()
     second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "state-b")
@@ -561,7 +561,7 @@ def test_a_split_replica_merging_one_that_added_key_slots_keeps_both(
     second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "state-b")
     for i in range(10):
         first.create(f"/memories/d/a{i}.md", f"a{i}\n")
-    second.add_key(passphrase="pw", label="pw", kdf=FAST)
+    second.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     second.create("/memories/e/b.md", "b\n")
     assert meta(first)["format"] == 4 and "slots" not in meta(first)
     assert meta(second)["format"] == 3
@@ -571,5 +571,5 @@ def test_a_split_replica_merging_one_that_added_key_slots_keeps_both(
     assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
     assert first.sync().action == "fast-forward"
     assert meta(first) == body
-    assert len(MemoryStore.open(tmp_path / "a.git", passphrase="pw").files()) == 12
+    assert len(MemoryStore.open(tmp_path / "a.git", passphrase="pw for the tests").files()) == 12
     assert first.verify().ok and second.verify().ok

@@ -787,7 +787,9 @@ def test_every_ref_move_outside_the_log_starts_a_new_generation(
     start, _ = generation()
     store.gc(0.0)
     assert generation() == (start + 1, GitRepo(repo_path).ref(BRANCH))
-    store.add_key(passphrase="a passphrase", kdf=KdfParams(64, 1, 1))  # moves refs/gitmem/meta
+    store.add_key(
+        passphrase="the test passphrase", kdf=KdfParams(64, 1, 1)
+    )  # moves refs/gitmem/meta
     # The metadata moved outside the log; the commit recording it went through the log.
     assert generation()[0] > start + 1
     keys_commit, before = list(store.log())[:2]

@@ -26,6 +26,7 @@ from gitmem.errors import (
     IntegrityError,
     KeyMissing,
     UsageError,
+    WeakPassphrase,
     WrongKey,
     WrongPassphrase,
 )
@@ -309,10 +310,10 @@ def test_passphrase_sources_skipped_without_passphrase_slots(
 
 
 def test_store_created_with_a_passphrase(repo_path: Path) -> None:
-    store = MemoryStore.init(repo_path, None, passphrase="only way in", kdf=FAST)
+    store = MemoryStore.init(repo_path, None, passphrase="the only way in", kdf=FAST)
     store.create(NOTE, "x")
     assert [s["kind"] for s in store.key_slots()] == ["passphrase"]
-    again = MemoryStore.open(repo_path, passphrase="only way in")
+    again = MemoryStore.open(repo_path, passphrase="the only way in")
     assert again.read_text(NOTE) == "x"
     with pytest.raises(KeyMissing):
         MemoryStore.open(repo_path)
@@ -322,7 +323,7 @@ def test_store_created_with_a_passphrase(repo_path: Path) -> None:
 
 
 def test_add_list_passwd_remove(slotted: MemoryStore, repo_path: Path, key: str) -> None:
-    bob = slotted.add_key(passphrase="bob's", label="bob", kdf=FAST)
+    bob = slotted.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
     listed = slotted.key_slots()
     assert [(s["label"], s["kind"]) for s in listed] == [
         ("initial key", "key"),
@@ -330,15 +331,15 @@ def test_add_list_passwd_remove(slotted: MemoryStore, repo_path: Path, key: str)
         ("bob", "passphrase"),
     ]
     assert [s["current"] for s in listed] == [True, False, False]
-    slotted.change_passphrase(bob, "bob's new", kdf=FAST)
+    slotted.change_passphrase(bob, "bob's newer passphrase", kdf=FAST)
     with pytest.raises(WrongPassphrase):
-        MemoryStore.open(repo_path, passphrase="bob's")
-    as_bob = MemoryStore.open(repo_path, passphrase="bob's new")
+        MemoryStore.open(repo_path, passphrase="bob's passphrase")
+    as_bob = MemoryStore.open(repo_path, passphrase="bob's newer passphrase")
     assert as_bob.keyring_slot() == bob and as_bob.read_text(NOTE) == "hello"
     assert [s["label"] for s in as_bob.key_slots()][2] == "bob"
     slotted.remove_key(bob)
     with pytest.raises(WrongPassphrase):
-        MemoryStore.open(repo_path, passphrase="bob's new")
+        MemoryStore.open(repo_path, passphrase="bob's newer passphrase")
     with pytest.raises(UsageError, match="no key slot"):
         slotted.remove_key(bob)
 
@@ -349,7 +350,7 @@ def test_own_passphrase_change_keeps_open_stores_working(
     alice = MemoryStore.open(repo_path, passphrase="alice's passphrase")
     slot = alice.keyring_slot()
     assert slot is not None
-    alice.change_passphrase(slot, "alice's new", kdf=FAST)
+    alice.change_passphrase(slot, "alice's new passphrase", kdf=FAST)
     assert [s["current"] for s in alice.key_slots()] == [False, True]
     # Someone else's change gives the slot a new secret: an open store of it must reopen.
     slotted.change_passphrase(slot, "reset by admin", kdf=FAST)
@@ -378,7 +379,7 @@ def test_an_old_passphrase_reads_nothing_written_after_its_change(
     assert slot is not None
     before = passphrase_slot(meta_json(repo_path))
     elsewhere = MemoryStore.open(repo_path, passphrase="alice's passphrase")
-    assert alice.change_passphrase(slot, "alice's new", kdf=FAST) == 1
+    assert alice.change_passphrase(slot, "alice's new passphrase", kdf=FAST) == 1
     if rotate:
         alice.rotate_keys()
     after = parse("/memories/after.md")
@@ -407,12 +408,12 @@ def test_an_old_passphrase_reads_nothing_written_after_its_change(
 
 
 def test_refuse_to_remove_the_last_way_in(repo_path: Path) -> None:
-    store = MemoryStore.init(repo_path, None, passphrase="only", kdf=FAST)
+    store = MemoryStore.init(repo_path, None, passphrase="only one way in", kdf=FAST)
     (slot,) = store.key_slots()
     with pytest.raises(UsageError, match="last way into this store"):
         store.remove_key(slot["slot"])
     v1 = MemoryStore.open(repo_path.with_name("v1.git"), generate_key(), create=True)
-    with pytest.raises(UsageError, match="only way in"):
+    with pytest.raises(UsageError, match="the only way in"):
         v1.remove_key("00000000")
 
 
@@ -424,7 +425,7 @@ def test_remove_while_another_holder_has_the_store_open(
     assert slot is not None
     slotted.remove_key(slot)
     with pytest.raises(WrongKey, match="was removed"):
-        alice.add_key(passphrase="sneaky", kdf=FAST)
+        alice.add_key(passphrase="sneaky passphrase", kdf=FAST)
     with pytest.raises(WrongPassphrase):
         MemoryStore.open(repo_path, passphrase="alice's passphrase")
     assert [s["label"] for s in slotted.key_slots()] == ["initial key"]
@@ -432,11 +433,92 @@ def test_remove_while_another_holder_has_the_store_open(
 
 def test_label_checked(slotted: MemoryStore) -> None:
     with pytest.raises(UsageError):
-        slotted.add_key(passphrase="p", label="x" * 300, kdf=FAST)
+        slotted.add_key(passphrase="the test passphrase", label="x" * 300, kdf=FAST)
     with pytest.raises(UsageError):
-        slotted.add_key(passphrase="p", label="evil\x1b[2J", kdf=FAST)
+        slotted.add_key(passphrase="the test passphrase", label="evil\x1b[2J", kdf=FAST)
     with pytest.raises(UsageError, match="empty"):
         slotted.add_key(passphrase="", kdf=FAST)
+
+
+# -- the strength of a new passphrase -----------------------------------------------------------
+
+WEAK = ["a", "x", " ", "1234", "password", "passwordpassword", "aaaaaaaaaaaaaaaa", "x" * 100]
+TOO_WEAK = r"^the new passphrase is too weak: .*--allow-weak-passphrase"
+
+
+def refused_quietly(weak: str, attempt: Any) -> None:
+    """``attempt()`` raises WeakPassphrase (exit code 2) without showing ``weak``."""
+    with pytest.raises(WeakPassphrase, match=TOO_WEAK) as info:
+        attempt()
+    assert info.value.exit_code == 2
+    if len(weak) > 3:  # shorter ones are in any sentence
+        assert weak not in str(info.value) and weak not in repr(info.value)
+
+
+@pytest.mark.parametrize("weak", WEAK)
+def test_weak_passphrases_are_refused_before_anything_is_written(
+    slotted: MemoryStore, repo_path: Path, tmp_path: Path, derivations: list[KdfParams], weak: str
+) -> None:
+    alice = next(s["slot"] for s in slotted.key_slots() if s["label"] == "alice")
+    head, meta = slotted.head(), meta_json(repo_path)
+    refused_quietly(weak, lambda: slotted.add_key(passphrase=weak, kdf=FAST))
+    refused_quietly(weak, lambda: slotted.change_passphrase(alice, weak, kdf=FAST))
+    new = tmp_path / "new.git"
+    refused_quietly(weak, lambda: MemoryStore.init(new, None, passphrase=weak, kdf=FAST))
+    refused_quietly(weak, lambda: MemoryStore.open(new, passphrase=weak, create=True))
+    assert not new.exists()
+    assert slotted.head() == head and meta_json(repo_path) == meta and derivations == []
+    # The override takes it, on every path.
+    added = slotted.add_key(passphrase=weak, kdf=FAST, allow_weak_passphrase=True)
+    assert MemoryStore.open(repo_path, passphrase=weak).keyring_slot() == added
+    slotted.change_passphrase(alice, weak, kdf=FAST, allow_weak_passphrase=True)
+    made = MemoryStore.init(new, None, passphrase=weak, kdf=FAST, allow_weak_passphrase=True)
+    assert MemoryStore.open(new, passphrase=weak).store_id == made.store_id
+    other = tmp_path / "other.git"
+    MemoryStore.open(other, passphrase=weak, create=True, allow_weak_passphrase=True)
+    assert MemoryStore.open(other, passphrase=weak).keyring_slot() is not None
+
+
+def test_an_empty_passphrase_is_refused_even_with_the_override(slotted: MemoryStore) -> None:
+    with pytest.raises(UsageError, match="the passphrase is empty"):
+        slotted.add_key(passphrase="", kdf=FAST, allow_weak_passphrase=True)
+
+
+def test_cli_refuses_weak_passphrases_unless_told(
+    repo_path: Path, key: str, tmp_path: Path
+) -> None:
+    MemoryStore.open(repo_path, key, create=True)
+    runner = CliRunner()
+    env = {"GITMEM_REPO": str(repo_path), "GITMEM_KEY": key}
+    weak = "password1234"
+    added = runner.invoke(main, ["key", "add"], input=weak + "\n", env=env)
+    assert added.exit_code == 2 and weak not in added.output
+    assert added.output.startswith("gitmem: error: the new passphrase is too weak: ")
+    assert "--allow-weak-passphrase" in added.output
+    assert MemoryStore.open(repo_path, key).key_slots() == []  # nothing was added
+    added = runner.invoke(
+        main, ["key", "add", "--allow-weak-passphrase", "--json"], input=weak + "\n", env=env
+    )
+    assert added.exit_code == 0, added.output
+    slot = json.loads(added.output)["slot"]
+    changed = runner.invoke(main, ["key", "passwd", slot], input="letmein\n", env=env)
+    assert changed.exit_code == 2 and "letmein" not in changed.output
+    assert "too weak" in changed.output
+    assert MemoryStore.open(repo_path, passphrase=weak).keyring_slot() == slot
+    changed = runner.invoke(
+        main, ["key", "passwd", slot, "--allow-weak-passphrase"], input="letmein\n", env=env
+    )
+    assert changed.exit_code == 0, changed.output
+    assert MemoryStore.open(repo_path, passphrase="letmein").keyring_slot() == slot
+    target = tmp_path / "p.git"
+    made = runner.invoke(main, ["init", str(target)], env={"GITMEM_PASSPHRASE": weak})
+    assert made.exit_code == 2 and weak not in made.output and "too weak" in made.output
+    assert not target.exists()
+    made = runner.invoke(
+        main, ["init", str(target), "--allow-weak-passphrase"], env={"GITMEM_PASSPHRASE": weak}
+    )
+    assert made.exit_code == 0, made.output
+    assert MemoryStore.open(target, passphrase=weak).keyring_slot() is not None
 
 
 # -- no key material anywhere -----------------------------------------------------------------
@@ -498,7 +580,9 @@ def test_cli_key_commands(repo_path: Path, key: str) -> None:
     MemoryStore.open(repo_path, key, create=True)
     runner = CliRunner()
     env = {"GITMEM_REPO": str(repo_path), "GITMEM_KEY": key}
-    added = runner.invoke(main, ["key", "add", "--label", "laptop"], input="pass one\n", env=env)
+    added = runner.invoke(
+        main, ["key", "add", "--label", "laptop"], input="pass one of two\n", env=env
+    )
     assert added.exit_code == 0, added.output
     assert added.output.startswith("Added key slot ") and added.output.endswith(" (laptop)\n")
     listed = runner.invoke(main, ["key", "list", "--json"], env=env)
@@ -508,13 +592,13 @@ def test_cli_key_commands(repo_path: Path, key: str) -> None:
         ("laptop", "passphrase", False),
     ]
     initial, laptop = rows[0]["slot"], rows[1]["slot"]
-    by_pass = {"GITMEM_REPO": str(repo_path), "GITMEM_PASSPHRASE": "pass one"}
+    by_pass = {"GITMEM_REPO": str(repo_path), "GITMEM_PASSPHRASE": "pass one of two"}
     text = runner.invoke(main, ["key", "list"], env=by_pass)
     assert text.output == f"  {initial}  key         initial key\n* {laptop}  passphrase  laptop\n"
     assert runner.invoke(main, ["key", "remove", initial], env=by_pass).exit_code == 0
     last = runner.invoke(main, ["key", "remove", laptop], env=by_pass)
     assert last.exit_code == 2 and "last way into this store" in last.output
-    changed = runner.invoke(main, ["key", "passwd", laptop], input="pass two\n", env=by_pass)
+    changed = runner.invoke(main, ["key", "passwd", laptop], input="pass two of two\n", env=by_pass)
     assert (
         changed.exit_code == 0
         and changed.output
@@ -524,7 +608,7 @@ def test_cli_key_commands(repo_path: Path, key: str) -> None:
     assert wrong.exit_code == 4
     assert wrong.output == f"gitmem: error: the passphrase does not open the store at {repo_path}\n"
     empty = runner.invoke(
-        main, ["key", "add"], input="", env={**by_pass, "GITMEM_PASSPHRASE": "pass two"}
+        main, ["key", "add"], input="", env={**by_pass, "GITMEM_PASSPHRASE": "pass two of two"}
     )
     assert empty.exit_code == 2 and "no passphrase on stdin" in empty.output
 
@@ -532,23 +616,27 @@ def test_cli_key_commands(repo_path: Path, key: str) -> None:
 def test_cli_init_with_a_passphrase(tmp_path: Path) -> None:
     runner = CliRunner()
     target = tmp_path / "p.git"
-    made = runner.invoke(main, ["init", str(target)], env={"GITMEM_PASSPHRASE": "pp"})
+    made = runner.invoke(
+        main, ["init", str(target)], env={"GITMEM_PASSPHRASE": "pp for the new store"}
+    )
     assert made.exit_code == 0, made.output
     assert not list(Path(os.environ["XDG_CONFIG_HOME"]).glob("**/*.key"))
     listed = runner.invoke(
-        main, ["--repo", str(target), "key", "list", "--json"], env={"GITMEM_PASSPHRASE": "pp"}
+        main,
+        ["--repo", str(target), "key", "list", "--json"],
+        env={"GITMEM_PASSPHRASE": "pp for the new store"},
     )
     assert json.loads(listed.output)["kind"] == "passphrase"
 
 
 def test_missing_key_names_the_passphrase_sources(repo_path: Path) -> None:
-    MemoryStore.init(repo_path, None, passphrase="p", kdf=FAST)
+    MemoryStore.init(repo_path, None, passphrase="the test passphrase", kdf=FAST)
     with pytest.raises(KeyMissing, match="GITMEM_PASSPHRASE"):
         MemoryStore.open(repo_path)
 
 
 def test_slots_travel_with_a_plain_git_clone(slotted: MemoryStore, tmp_path: Path) -> None:
-    bob = slotted.add_key(passphrase="bob's", label="bob", kdf=FAST)
+    bob = slotted.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
     head = slotted.head_operation()
     assert head is not None and head.command == "keys" and head.record.detail == {"action": "add"}
     copy = tmp_path / "copy.git"
@@ -557,7 +645,7 @@ def test_slots_travel_with_a_plain_git_clone(slotted: MemoryStore, tmp_path: Pat
         check=True,
         capture_output=True,
     )
-    replica = MemoryStore.open(copy, passphrase="bob's")
+    replica = MemoryStore.open(copy, passphrase="bob's passphrase")
     assert replica.keyring_slot() == bob and replica.read_text(NOTE) == "hello"
     assert [s["label"] for s in replica.key_slots()] == ["initial key", "alice", "bob"]
     assert replica.verify().ok
@@ -620,7 +708,7 @@ def test_rotation_seals_new_writes_with_a_new_key(
 def test_removed_passphrase_opens_nothing_written_afterwards(
     slotted: MemoryStore, repo_path: Path
 ) -> None:
-    bob = slotted.add_key(passphrase="bob's", label="bob", kdf=FAST)
+    bob = slotted.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
     repo = GitRepo(repo_path)
     kept_meta = repo.ref(META_REF)  # bob's copy of the store, taken before his removal
     old_head = slotted.head()
@@ -630,7 +718,7 @@ def test_removed_passphrase_opens_nothing_written_afterwards(
     old = repo.ref(META_REF)
     assert kept_meta is not None and old is not None
     repo.update_ref(META_REF, kept_meta, old)
-    as_bob = MemoryStore.open(repo_path, passphrase="bob's", check_rollback=False)
+    as_bob = MemoryStore.open(repo_path, passphrase="bob's passphrase", check_rollback=False)
     assert as_bob.keyring_slot() == bob and as_bob.read_operation(old_head or "").command == "keys"
     # ...and they open nothing written after the removal.
     with pytest.raises(IntegrityError, match="failed authentication"):
@@ -677,12 +765,12 @@ def test_rotate_an_empty_store_and_a_store_without_slots(repo_path: Path, key: s
     store = MemoryStore.open(repo_path, key, create=True)
     with pytest.raises(UsageError, match="no key slots"):
         store.rotate_keys()
-    store.add_key(passphrase="p", kdf=FAST)
+    store.add_key(passphrase="the test passphrase", kdf=FAST)
     assert store.rotate_keys() == 1 and store.head() is None
     op = store.create(NOTE, "first")
     assert op.epoch == 1
     assert store.rotate_keys() == 2
-    again = MemoryStore.open(repo_path, passphrase="p")
+    again = MemoryStore.open(repo_path, passphrase="the test passphrase")
     assert again.keys.epoch == 2 and again.read_text(NOTE) == "first"
 
 
@@ -761,7 +849,7 @@ def test_cli_key_files_are_owner_only_under_umask_0(tmp_path: Path) -> None:
         made = runner.invoke(main, ["init", str(tmp_path / "s.git")])
         assert made.exit_code == 0, made.output
         env = {"GITMEM_REPO": str(tmp_path / "s.git")}
-        added = runner.invoke(main, ["key", "add"], input="p\n", env=env)
+        added = runner.invoke(main, ["key", "add"], input="the test passphrase\n", env=env)
         assert added.exit_code == 0, added.output
     finally:
         os.umask(old)
@@ -774,7 +862,7 @@ def test_cli_key_files_are_owner_only_under_umask_0(tmp_path: Path) -> None:
 def test_a_plain_clone_after_removal_carries_the_new_epoch(
     slotted: MemoryStore, tmp_path: Path
 ) -> None:
-    bob = slotted.add_key(passphrase="bob's", label="bob", kdf=FAST)
+    bob = slotted.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
     slotted.remove_key(bob)
     slotted.create(parse("/memories/after.md"), "after")
     copy = tmp_path / "copy.git"
@@ -784,7 +872,7 @@ def test_a_plain_clone_after_removal_carries_the_new_epoch(
         capture_output=True,
     )
     with pytest.raises(WrongPassphrase):
-        MemoryStore.open(copy, passphrase="bob's")
+        MemoryStore.open(copy, passphrase="bob's passphrase")
     alice = MemoryStore.open(copy, passphrase="alice's passphrase")
     assert alice.keys.epoch == 1 and alice.read_text(parse("/memories/after.md")) == "after"
     assert alice.verify().ok
@@ -809,7 +897,7 @@ def test_key_passwd_refuses_a_slot_before_asking_for_the_passphrase(
     # The slot was checked only after the new passphrase had been read (typed twice on a
     # terminal), so a mistyped slot id wasted it, and an empty stdin was blamed instead.
     store = MemoryStore.open(repo_path, key, create=True)
-    store.add_key(passphrase="pass one", kdf=FAST)
+    store.add_key(passphrase="pass one of two", kdf=FAST)
     key_slot = next(row["slot"] for row in store.key_slots() if row["kind"] == "key")
     slot = "0badf00d" if which == "unknown" else key_slot
     env = {"GITMEM_REPO": str(repo_path), "GITMEM_KEY": key}

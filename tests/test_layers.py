@@ -40,7 +40,7 @@ LAYERS: list[set[str]] = [
     {"gitrepo", "keysource", "highwater"},
     {"tree", "replica", "keyslots"},
     {"snapshot", "editor"},
-    {"render", "merge", "keymerge"},
+    {"render", "merge", "keymerge", "strength"},
     {"limits"},
     {"options", "view", "operation"},
     {"expiry", "revisions", "syncresult"},
@@ -55,7 +55,7 @@ LAYERS: list[set[str]] = [
 ]
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 # The one module that may import each heavy dependency.
-ONLY_IMPORTER = {"pygit2": "gitrepo", "cryptography": "crypto"}
+ONLY_IMPORTER = {"pygit2": "gitrepo", "cryptography": "crypto", "zxcvbn": "strength"}
 
 
 def modules() -> list[tuple[tuple[str, ...], Path]]:
