@@ -320,3 +320,38 @@ class KnownStores:
         # Under the directory's lock, like the marks: concurrent openers take turns.
         with _state_lock(self.dir):
             atomic_write(self._file(repo), body.encode("utf-8"))
+
+
+class SlotHints:
+    """Which passphrase slot of each store this user's passphrase opened last: the slot an open
+    with a passphrase tries first, so that slots planted ahead of it cost nothing.
+
+    Nothing secret: slot ids are in the repository. A hint missing, damaged or naming a slot that
+    is gone only means the usual order (cheapest first).
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None) -> None:
+        self.dir = Path(state_dir) if state_dir is not None else default_state_dir()
+
+    def _file(self, store_id: str) -> Path:
+        return self.dir / store_id / "passphrase-slot"
+
+    def slot_for(self, store_id: str) -> str | None:
+        """The slot id recorded for ``store_id``, or None."""
+        try:
+            text = read_regular_file(self._file(store_id), _STATE_FILE_MAX).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if len(text) == 8 and _HEX.issuperset(text.encode("ascii")) else None
+
+    def remember(self, store_id: str, slot: str) -> None:
+        """Record ``slot`` as the one to try first for ``store_id``."""
+        if self.slot_for(store_id) == slot:
+            return
+        path = self._file(store_id)
+        with _state_lock(self.dir):
+            try:
+                atomic_write(path, (slot + "\n").encode("ascii"), durable=False)
+            except FileNotFoundError:
+                make_private_dirs(path.parent)
+                atomic_write(path, (slot + "\n").encode("ascii"), durable=False)

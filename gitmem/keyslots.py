@@ -83,12 +83,13 @@ def _link_ad(store_id: bytes, epoch: int) -> bytes:
 # -- unlocking -------------------------------------------------------------------------------
 
 
-def unlock(meta: StoreMeta, credential: Credential, where: str) -> Keyring:
-    """Open ``meta`` with the key or passphrase that ``credential`` holds."""
+def unlock(meta: StoreMeta, credential: Credential, where: str, hint: str | None = None) -> Keyring:
+    """Open ``meta`` with the key or passphrase that ``credential`` holds (``hint``: as for
+    :func:`unlock_with_passphrase`)."""
     if credential.key is not None:
         return unlock_with_key(meta, credential.key, where)
     assert credential.passphrase is not None
-    return unlock_with_passphrase(meta, credential.passphrase, where)
+    return unlock_with_passphrase(meta, credential.passphrase, where, hint)
 
 
 def unlock_with_key(meta: StoreMeta, raw: bytes, where: str) -> Keyring:
@@ -106,16 +107,48 @@ def unlock_with_key(meta: StoreMeta, raw: bytes, where: str) -> Keyring:
     raise WrongKey(f"the key does not open the store at {where} (it is in none of its key slots)")
 
 
-def unlock_with_passphrase(meta: StoreMeta, passphrase: str, where: str) -> Keyring:
-    """Open ``meta`` with a passphrase: one Argon2id derivation per passphrase slot, at most."""
+# The most Argon2id work one open spends on a passphrase, as KiB of memory times passes: twice
+# what one slot may ask for, so a slot at the bounds opens even after cheaper ones failed, and
+# slots planted in the metadata cannot make an open take much longer than two such slots.
+MAX_UNLOCK_WORK = 2 * crypto.ARGON2_MAX_MEMORY_KIB * crypto.ARGON2_MAX_ITERATIONS
+MAX_UNLOCK_WORK_GIB = MAX_UNLOCK_WORK // (1024 * 1024)
+
+
+def slot_work(slot: Slot) -> int:
+    """The Argon2id work of trying ``slot``: KiB of memory times passes (0 for a key slot)."""
+    return 0 if slot.kdf is None else slot.kdf.memory_kib * slot.kdf.iterations
+
+
+def unlock_with_passphrase(
+    meta: StoreMeta, passphrase: str, where: str, hint: str | None = None
+) -> Keyring:
+    """Open ``meta`` with a passphrase: one Argon2id derivation per passphrase slot, at most.
+
+    Slot ``hint`` (the one this user's passphrase opened last) is tried first, then the others
+    cheapest first, so that expensive slots someone planted come last; no more than
+    :data:`MAX_UNLOCK_WORK` is spent in all.
+    """
     secret_text = normalize_passphrase(passphrase)
     slots = [slot for slot in meta.slots if slot.kind == SLOT_PASSPHRASE]
     if not slots:
         raise WrongPassphrase(
             f"the store at {where} has no passphrase slots (add one with `gitmem key add`)"
         )
-    for slot in slots:
+    # sorted() is stable: slots of equal cost keep the metadata's order.
+    slots.sort(key=lambda slot: (slot.slot != hint, slot_work(slot)))
+    spent = 0
+    for tried, slot in enumerate(slots):
         assert slot.kdf is not None  # parsing guarantees it for passphrase slots
+        spent += slot_work(slot)
+        if spent > MAX_UNLOCK_WORK:
+            raise WrongPassphrase(
+                f"the passphrase was tried against {tried} of the {len(slots)} passphrase slots "
+                f"of the store at {where} and opens none of them; the rest were not tried, since "
+                f"they would take this open past gitmem's bound of {MAX_UNLOCK_WORK_GIB} GiB of "
+                "Argon2id memory times passes (someone may have planted expensive slots). Open "
+                "the store with a key or another passphrase and remove the slots you do not know "
+                "(`gitmem key list`, `gitmem key remove SLOT`)"
+            )
         kek = crypto.passphrase_kek(secret_text, slot.salt, slot.kdf)
         secret = crypto.unwrap_secret(kek, slot.private, slot.params_ad(meta.store_id))
         if secret is not None:

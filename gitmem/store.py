@@ -8,6 +8,7 @@ read, commit one encrypted record, and move the branch by compare-and-swap.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import time
@@ -45,7 +46,7 @@ from .errors import (
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .fsutil import local_path
 from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
-from .highwater import HighWater, KnownStores, Mark, default_state_dir
+from .highwater import HighWater, KnownStores, Mark, SlotHints, default_state_dir
 from .idle import IdlePublisher
 from .keyslots import Keyring, unlock
 from .keysource import Credential, resolve_credential
@@ -265,8 +266,24 @@ class MemoryStore:
             prompt,
             passphrase_slots=any(slot.kind == fmt.SLOT_PASSPHRASE for slot in meta.slots),
         )
-        keyring = unlock(meta, credential, str(target))
+        keyring = cls._unlock(meta, credential, str(target), opts)
         return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
+
+    @staticmethod
+    def _unlock(meta: StoreMeta, credential: Credential, where: str, opts: StoreOptions) -> Keyring:
+        """:func:`~gitmem.keyslots.unlock`; a passphrase tries first the slot it opened last
+        (a hint kept beside the high-water marks, so not with ``check_rollback=False``)."""
+        if credential.passphrase is None or not opts.check_rollback:
+            return unlock(meta, credential, where)
+        hints, store_id = SlotHints(opts.state_dir), meta.store_id.hex()
+        hint = hints.slot_for(store_id)
+        keyring = unlock(meta, credential, where, hint)
+        if keyring.slot is not None and keyring.slot != hint:
+            # Only an order: a state directory that cannot record it (read-only, full) is
+            # reported by the high-water marks, which need it more.
+            with contextlib.suppress(OSError):
+                hints.remember(store_id, keyring.slot)
+        return keyring
 
     @classmethod
     def _create(
@@ -364,7 +381,7 @@ class MemoryStore:
         if key is None and passphrase is not None:
             credential = Credential("passphrase=", passphrase=passphrase)
         try:
-            keyring = unlock(meta, credential, str(path))
+            keyring = cls._unlock(meta, credential, str(path), opts)
         except WrongKey:
             if made_here:
                 raise

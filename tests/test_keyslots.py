@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 from helpers_keys import append_with_epoch_zero
 from helpers_repo import published
 
-from gitmem import MemoryStore, crypto, generate_key
+from gitmem import MemoryStore, crypto, generate_key, keyslots
 from gitmem import format as fmt
 from gitmem.cli import main
 from gitmem.crypto import KdfParams, StoreKeys
@@ -296,6 +297,102 @@ def test_unlock_order(
     assert opened_by(prompt=prompt) == initial and not asked  # the key file before the prompt
     user_key_path(slotted.store_id).unlink()
     assert opened_by(prompt=prompt) == alice and asked == [1]
+
+
+# -- slots planted to make opening slow ---------------------------------------------------------
+
+AT_THE_BOUNDS = KdfParams(crypto.ARGON2_MAX_MEMORY_KIB, crypto.ARGON2_MAX_ITERATIONS, 4)
+HOLDER = "the holder's own passphrase"
+
+
+@pytest.fixture
+def stand_in_kdf(monkeypatch: pytest.MonkeyPatch) -> list[KdfParams]:
+    """Every Argon2id derivation gitmem asks for, recorded, with a hash standing in for Argon2id:
+    slots at the bounds cost nothing, and what is checked is which slots are tried, not time."""
+    seen: list[KdfParams] = []
+
+    def stand_in(passphrase: bytes, salt: bytes, params: KdfParams) -> bytes:
+        params.check()
+        seen.append(params)
+        costs = b"%d/%d/%d/" % (params.memory_kib, params.iterations, params.lanes)
+        return hashlib.sha256(costs + salt + passphrase).digest()
+
+    monkeypatch.setattr(crypto, "passphrase_kek", stand_in)
+    return seen
+
+
+def with_planted_slots(
+    repo_path: Path, key: str, planted: KdfParams, holder: KdfParams, count: int = 2
+) -> str:
+    """A store whose metadata holds ``count`` passphrase slots of cost ``planted`` that nobody's
+    passphrase opens, ahead of the holder's slot (cost ``holder``); returns the holder's slot."""
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.create(NOTE, "hello")
+    for n in range(count):
+        store.add_key(passphrase=f"planted {n} {os.urandom(8).hex()}", kdf=planted)
+    return store.add_key(passphrase=HOLDER, label="holder", kdf=holder)
+
+
+def work(params: list[KdfParams]) -> int:
+    return sum(p.memory_kib * p.iterations for p in params)
+
+
+def test_expensive_planted_slots_are_tried_after_cheaper_ones(
+    repo_path: Path, key: str, stand_in_kdf: list[KdfParams]
+) -> None:
+    holder = with_planted_slots(repo_path, key, AT_THE_BOUNDS, FAST)
+    stand_in_kdf.clear()
+    opened = MemoryStore.open(repo_path, passphrase=HOLDER, check_rollback=False)
+    assert opened.keyring_slot() == holder and stand_in_kdf == [FAST]
+
+
+def test_the_slot_a_passphrase_opened_last_is_tried_first(
+    repo_path: Path, key: str, stand_in_kdf: list[KdfParams], tmp_path: Path
+) -> None:
+    holder = with_planted_slots(repo_path, key, FAST, FAST, count=3)
+    stand_in_kdf.clear()
+    state = tmp_path / "state"
+    opened = MemoryStore.open(repo_path, passphrase=HOLDER, state_dir=state)
+    assert opened.keyring_slot() == holder and len(stand_in_kdf) == 4  # the metadata's order
+    stand_in_kdf.clear()
+    again = MemoryStore.open(repo_path, passphrase=HOLDER, state_dir=state)
+    assert again.keyring_slot() == holder and len(stand_in_kdf) == 1
+    # The hint is the slot id and nothing else; without the state directory, no hint.
+    (hint,) = state.glob("*/passphrase-slot")
+    assert hint.read_text() == holder + "\n" and hint.stat().st_mode & 0o777 == 0o600
+    stand_in_kdf.clear()
+    MemoryStore.open(repo_path, passphrase=HOLDER, state_dir=state, check_rollback=False)
+    assert len(stand_in_kdf) == 4
+    # A hint naming a slot that is gone, or damaged, only means the usual order.
+    for damaged in ("0badf00d\n", "not a slot id\n", "\x00" * 70000):
+        hint.write_text(damaged)
+        stand_in_kdf.clear()
+        assert MemoryStore.open(repo_path, passphrase=HOLDER, state_dir=state).keyring_slot()
+        assert len(stand_in_kdf) == 4 and hint.read_text() == holder + "\n"
+
+
+def test_the_argon2id_work_of_one_open_is_bounded(
+    repo_path: Path, key: str, stand_in_kdf: list[KdfParams]
+) -> None:
+    with_planted_slots(repo_path, key, AT_THE_BOUNDS, FAST, count=3)
+    stand_in_kdf.clear()
+    with pytest.raises(WrongPassphrase) as info:
+        MemoryStore.open(repo_path, passphrase="not anybody's passphrase", check_rollback=False)
+    assert work(stand_in_kdf) <= keyslots.MAX_UNLOCK_WORK == 32 * 1024 * 1024
+    assert stand_in_kdf == [FAST, AT_THE_BOUNDS]  # the cheapest first, then up to the bound
+    assert str(info.value) == (
+        f"the passphrase was tried against 2 of the 4 passphrase slots of the store at "
+        f"{repo_path} and opens none of them; the rest were not tried, since they would take "
+        "this open past gitmem's bound of 32 GiB of Argon2id memory times passes (someone may "
+        "have planted expensive slots). Open the store with a key or another passphrase and "
+        "remove the slots you do not know (`gitmem key list`, `gitmem key remove SLOT`)"
+    )
+    # A slot at the bounds still opens after cheaper ones were tried.
+    other = repo_path.with_name("other.git")
+    holder = with_planted_slots(other, generate_key(), FAST, AT_THE_BOUNDS, count=3)
+    stand_in_kdf.clear()
+    assert MemoryStore.open(other, passphrase=HOLDER).keyring_slot() == holder
+    assert stand_in_kdf == [FAST] * 3 + [AT_THE_BOUNDS]
 
 
 def test_passphrase_sources_skipped_without_passphrase_slots(
