@@ -1323,7 +1323,7 @@ class MemoryStore:
         from .crypto import decode_key
 
         raw = None if key is None else decode_key(key)
-        if passphrase is not None and raw is None:
+        if passphrase is not None:  # the slot's way in when both are given
             check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
         added: list[str] = []
 

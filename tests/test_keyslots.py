@@ -559,6 +559,7 @@ def test_weak_passphrases_are_refused_before_anything_is_written(
     alice = next(s["slot"] for s in slotted.key_slots() if s["label"] == "alice")
     head, meta = slotted.head(), meta_json(repo_path)
     refused_quietly(weak, lambda: slotted.add_key(passphrase=weak, kdf=FAST))
+    refused_quietly(weak, lambda: slotted.add_key(passphrase=weak, key=generate_key(), kdf=FAST))
     refused_quietly(weak, lambda: slotted.change_passphrase(alice, weak, kdf=FAST))
     new = tmp_path / "new.git"
     refused_quietly(weak, lambda: MemoryStore.init(new, None, passphrase=weak, kdf=FAST))
