@@ -173,7 +173,9 @@ def reopen(meta: StoreMeta, keyring: Keyring, where: str) -> Keyring:
             if crypto.slot_public(keyring.secret) != slot.public:
                 raise WrongKey(
                     f"the key slot {slot.slot} was given a new passphrase since this store was "
-                    f"opened; open the store at {where} again"
+                    f"opened with it; open the store at {where} again with the new passphrase "
+                    "(a replica that has not pulled the change yet: clone the store again, or "
+                    "pull with another key slot)"
                 )
             return _open_keyring(meta, slot, keyring.secret)
     raise WrongKey(f"the key slot {keyring.slot} was removed from the store at {where}")

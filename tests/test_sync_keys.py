@@ -120,6 +120,31 @@ def test_removed_holder_cannot_pull_what_follows(
         bob.read_operation(new_head)
 
 
+def test_a_passphrase_changed_on_the_remote_opens_nothing_new_on_a_replica(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    clone(origin, tmp_path, key, "b")
+    bob = MemoryStore.open(
+        tmp_path / "b.git", passphrase="bob's passphrase", state_dir=tmp_path / "state-b"
+    )
+    bob_slot = bob.keyring_slot()
+    assert bob_slot is not None
+    assert first.change_passphrase(bob_slot, "bob's brand new passphrase", kdf=FAST) == 1
+    write(first, "secret.md", "after the change\n")
+    first.push()
+    before = refs(bob)
+    with pytest.raises(WrongKey, match=r"was given a new passphrase .* clone the store again"):
+        bob.pull()
+    assert refs(bob) == before and "/memories/secret.md" not in bob.files()
+    # What the message says works: a new clone opens with the new passphrase only.
+    copy = tmp_path / "c.git"
+    subprocess.run(["git", "clone", "--bare", "-q", str(origin), str(copy)], check=True)
+    with pytest.raises(WrongKey):
+        MemoryStore.open(copy, passphrase="bob's passphrase", check_rollback=False)
+    again = MemoryStore.open(copy, passphrase="bob's brand new passphrase", check_rollback=False)
+    assert again.read_text(parse("/memories/secret.md")) == "after the change\n"
+
+
 def test_slots_added_on_both_sides_are_united(
     first: MemoryStore, origin: Path, tmp_path: Path, key: str
 ) -> None:
