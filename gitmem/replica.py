@@ -1,8 +1,9 @@
-"""Where a replica's metadata is: the head's root tree first, ``refs/gitmem/meta`` second.
+"""Where a replica's metadata is: the head's root tree, and ``refs/gitmem/meta``.
 
 Format 2 puts the metadata blob in every commit's root tree, so a copy of the branch made by
 plain git (``git clone --bare``, ``git push``, a forge's fork) is a complete store. Format 1
-stores, and stores with no commit yet, have it only in ``refs/gitmem/meta``.
+stores, and stores with no commit yet, have it only in ``refs/gitmem/meta``. The head's copy is
+the one its record authenticates; ``MemoryStore.bound_meta`` checks the ref against it.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ def meta_in_tree(repo: GitRepo, tree: str) -> str | None:
 def find_meta(repo: GitRepo) -> FoundMeta | None:
     """The metadata of the store in ``repo``, or None when neither place holds any.
 
-    ``refs/gitmem/meta`` first: it is local, and a pull never replaces it. The head's root tree
-    only when the ref is absent, as in a copy made by plain git. Nothing here is authenticated
-    yet: the caller derives keys from it and then authenticates the head's record, which binds
-    the root tree and so the blob; a branch of another store fails there.
+    ``refs/gitmem/meta`` first (an empty store has nothing else); the head's root tree only when
+    the ref is absent, as in a copy made by plain git. Nothing here is authenticated yet: it
+    only names the store and the slots to unlock; the keys so found must then authenticate the
+    head's record, which binds the root tree and so its blob (a branch of another store fails
+    there), and the metadata used or written is the head's (``MemoryStore.bound_meta``).
     """
     meta_blob = repo.ref(META_REF)
     if meta_blob is not None:
@@ -60,3 +62,17 @@ def meta_at(repo: GitRepo, head: str | None, meta_blob: str | None) -> FoundMeta
     if blob is None:
         return None
     return FoundMeta(StoreMeta.from_bytes(repo.read_blob(blob, MAX_META_BYTES)), blob, True)
+
+
+def carried_meta(repo: GitRepo, head: str | None, meta_blob: str | None) -> FoundMeta | None:
+    """The metadata a fetched store is known by: the one ``head``'s root tree carries (its
+    record authenticates it), else, for a format 1 head or no head at all, ``meta_blob``.
+
+    A remote's ``refs/gitmem/meta`` is not authenticated and an honest host's is often stale (a
+    push sends it only when the host lacks it), so it counts only where nothing else is.
+    """
+    if head is not None:
+        blob = meta_in_tree(repo, repo.read_commit(head).tree)
+        if blob is not None:
+            return FoundMeta(StoreMeta.from_bytes(repo.read_blob(blob, MAX_META_BYTES)), blob, True)
+    return None if meta_blob is None else meta_at(repo, None, meta_blob)

@@ -54,7 +54,7 @@ from .limits import LimitedEditor, StoreSizer
 from .operation import Operation
 from .options import Settings, StoreOptions
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
-from .replica import find_meta, meta_at
+from .replica import FoundMeta, find_meta, meta_at, meta_in_tree
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
 from .snapshot import ListEntry, Snapshot, changed_file_nodes, decode_text
@@ -165,6 +165,10 @@ class MemoryStore:
         self._meta_blob = None if found is None else found.blob
         # The last metadata blob found to be format 4 (see _upgrade_split).
         self._split_meta: str | None = None
+        # The last (head commit, refs/gitmem/meta) checked by bound_meta, with its answer, and
+        # the last metadata blob parsed.
+        self._bound: tuple[tuple[str | None, str | None], FoundMeta] | None = None
+        self._parsed_meta = None if found is None else (found.blob, found.meta)
         self._warned_rollback_off = False
         if opts.check_rollback:
             # A read-only state directory must not stop reading; it only records less, and says so.
@@ -266,7 +270,20 @@ class MemoryStore:
             prompt,
             passphrase_slots=any(slot.kind == fmt.SLOT_PASSPHRASE for slot in meta.slots),
         )
-        keyring = cls._unlock(meta, credential, str(target), opts)
+        try:
+            keyring = cls._unlock(meta, credential, str(target), opts)
+        except WrongKey as refused:
+            # refs/gitmem/meta may have lost this holder's slot (by a hand other than gitmem's,
+            # which the first read then reports): the slots the head carries are the ones that
+            # count. Unauthenticated here too: the head's record is checked with what they give.
+            try:
+                carried = meta_at(repo, repo.ref(BRANCH), None)
+            except GitMemError:
+                carried = None
+            if carried is None or carried.meta == meta or not meta.has_slots:
+                raise refused from None
+            meta = carried.meta
+            keyring = cls._unlock(meta, credential, str(target), opts)
         return cls(repo, keyring.keys(meta.store_id), opts, keyring=keyring)
 
     @staticmethod
@@ -501,6 +518,7 @@ class MemoryStore:
         op = self.read_operation(oid)
         self.check_epoch(op)
         self._check_rollback(op, mark)
+        self.bound_meta(op)
         self._head = op
         return op
 
@@ -596,9 +614,20 @@ class MemoryStore:
         return False
 
     def accept_head(self) -> Operation | None:
-        """Trust the branch as it is now (after a deliberate rollback); returns the head."""
+        """Trust the branch as it is now (after a deliberate rollback); returns the head.
+
+        ``refs/gitmem/meta`` is pointed back at the metadata the head carries, if it names
+        other metadata.
+        """
         oid = self.repo.ref(BRANCH)
         op = None if oid is None else self.read_operation(oid)
+        carried = None if op is None else meta_in_tree(self.repo, op.tree)
+        if carried is not None:
+            with self.repo.write_lock(self.lock_timeout):
+                old = self.repo.ref(META_REF)
+                if old != carried:
+                    self.codec.meta_blob = carried
+                    self.publish_meta(old)
         if self.high_water is not None:
             self.high_water.reset(None if op is None else Mark(op.commit, op.seq))
         self._head = op
@@ -796,11 +825,12 @@ class MemoryStore:
         state between runs. Returns the new operation (None for no change) and the result.
         """
         with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
-            # Seal with the newest key epoch: another process may have rotated since.
-            meta_ref = self.repo.ref(META_REF)
-            self._catch_up_keys(meta_ref)
             for _ in range(_CAS_RETRIES):
+                meta_ref = self.repo.ref(META_REF)
                 head = self.head_operation()
+                # Seal with the newest key epoch and stamp the metadata the head carries (never
+                # an unauthenticated ref): another process may have rotated since.
+                self._use_meta(self.bound_meta(head))
                 if head is not None and head.record.store_bytes is not None:
                     # The head's record says how big its tree is: the size check of the first
                     # write of a process then reads no header (design.md, "Records").
@@ -814,9 +844,9 @@ class MemoryStore:
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
-                    meta_ref = self._upgrade_format(meta_ref)
+                    self._upgrade_format()
                     if self.codec.wrote_split:
-                        meta_ref = self._upgrade_split(meta_ref)
+                        self._upgrade_split()
                     op, durable = self._commit(
                         tree,
                         head,
@@ -829,8 +859,8 @@ class MemoryStore:
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
-                    meta_ref = self.repo.ref(META_REF)
                     continue
+                self.publish_meta(meta_ref)
                 break
             else:
                 raise ConflictError("the branch kept moving during the write; nothing was written")
@@ -887,46 +917,52 @@ class MemoryStore:
         self._head = op
         return op, durable
 
-    def _upgrade_format(self, old: str | None) -> str:
-        """Under the writer lock: make a format 1 store format 2 before its next commit.
+    def _upgrade_format(self) -> None:
+        """Under the writer lock: make a format 1 store format 2 with its next commit.
 
-        ``old`` is where ``refs/gitmem/meta`` points, read under this lock. Writes the format 2
-        metadata blob (same store id and key check), points the ref at it, and from now on
-        every root tree carries it, so that copies of the branch made by plain git are complete
-        stores. Returns where the ref points now.
+        The commit's root tree carries the format 2 metadata blob (same store id and key
+        check), and every root tree from then on, so that copies of the branch made by plain
+        git are complete stores; :meth:`publish_meta` then points the ref at it.
         """
-        if self.codec.meta_blob is not None:
-            if old is None:
-                # A replica made by plain git: the branch carried the metadata, the ref did not.
-                self.repo.create_ref(META_REF, self.codec.meta_blob)
-                return self.codec.meta_blob
-            return old
-        meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
-        blob = self.repo.write_blob(meta.to_bytes())
-        if old != blob:
-            self.repo.update_ref(META_REF, blob, old)
-        self.codec.meta_blob = blob
-        return blob
+        if self.codec.meta_blob is None:
+            meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
+            self.codec.meta_blob = self.repo.write_blob(meta.to_bytes())
 
-    def _upgrade_split(self, old: str) -> str:
-        """Under the writer lock, after :meth:`_upgrade_format`: make the store format 4 before
+    def _upgrade_split(self) -> None:
+        """Under the writer lock, after :meth:`_upgrade_format`: make the store format 4 with
         a commit whose tree holds a split directory (design.md, "Repository format version 4").
 
-        The metadata keeps everything else (its key slots, if any); ``refs/gitmem/meta`` moves
-        to it and the commit's root tree is stamped with it, so that gitmem that reads only
+        The metadata keeps everything else (its key slots, if any); the commit's root tree is
+        stamped with it (and ``refs/gitmem/meta`` follows), so that gitmem that reads only
         formats 1-3 refuses the store instead of taking its buckets for forged entries.
-        Returns where the ref points now.
         """
-        if old == self._split_meta:
-            return old  # known to be format 4 already: every write in a big directory asks
-        meta = StoreMeta.from_bytes(self.repo.read_blob(old, fmt.MAX_META_BYTES))
+        old = self.codec.meta_blob
+        if old is None or old == self._split_meta:
+            return  # known to be format 4 already: every write in a big directory asks
+        meta = self._parse_meta(old)
         if meta.format >= fmt.SPLIT_FORMAT_VERSION:
             self._split_meta = old
-            return old
+            return
         blob = self.repo.write_blob(replace(meta, format=fmt.SPLIT_FORMAT_VERSION).to_bytes())
-        self.repo.update_ref(META_REF, blob, old)
         self.codec.meta_blob = self._meta_blob = self._split_meta = blob
-        return blob
+
+    def publish_meta(self, old: str | None) -> None:
+        """Under the writer lock, after the branch moved: point ``refs/gitmem/meta`` (found at
+        ``old``) at the metadata the new head carries.
+
+        The branch moves first, so the ref never names metadata that no commit carries; a
+        crash in between leaves it at an older head's, which :meth:`bound_meta` accepts.
+        """
+        blob = self.codec.meta_blob
+        if blob is None or blob == old:
+            return
+        try:
+            if old is None:
+                self.repo.create_ref(META_REF, blob)
+            else:
+                self.repo.update_ref(META_REF, blob, old)
+        except ConflictError:
+            pass  # moved by something other than gitmem: the next read checks what is there
 
     def screen(self, before: str, after: str) -> Screened:
         """Apply the store's secrets policy to a write turning file text ``before`` into ``after``.
@@ -1191,6 +1227,11 @@ class MemoryStore:
                 )
             if any(epochs.get(p, 0) > epochs[oid] for p in parents):
                 report.problems.append(f"commit {oid}: {_OLDER_EPOCH}")
+        if head in seqs:
+            try:
+                self.bound_meta(self.read_operation(head))
+            except GitMemError as exc:
+                report.problems.append(str(exc))
         report.objects = report.commits + len(seen_dirs) + len(seen_files)
         return report
 
@@ -1393,10 +1434,94 @@ class MemoryStore:
         return None if self.keyring is None else self.keyring.slot
 
     def _current_meta(self) -> StoreMeta:
-        meta = self._read_meta(self.repo)
-        if meta is None or meta.store_id != self.keys.store_id:
+        return self.bound_meta(self.head_operation()).meta
+
+    def bound_meta(self, head: Operation | None) -> FoundMeta:
+        """The metadata this store may use and write: the one the authenticated ``head``'s root
+        tree carries (its record binds it); with no head, or a format 1 head, what
+        ``refs/gitmem/meta`` names, checked as far as the keys can (design.md, "Reading").
+
+        Raises :class:`IntegrityError` when ``refs/gitmem/meta`` names metadata that neither
+        ``head`` nor any commit before it carries (someone other than gitmem changed it), or
+        slots that no holder sealed.
+        """
+        ref = self.repo.ref(META_REF)
+        key = (None if head is None else head.commit, ref)
+        if self._bound is not None and self._bound[0] == key:
+            return self._bound[1]  # the same commit and blob ids: the same contents
+        carried = None if head is None else meta_in_tree(self.repo, head.tree)
+        if carried is None:
+            if ref is None:
+                raise IntegrityError(f"the metadata of the store at {self.path} is gone")
+            found = FoundMeta(self._parse_meta(ref), ref, False)
+            self._check_unbound(found.meta, head)
+        else:
+            assert head is not None
+            if ref is not None and ref != carried:
+                self._check_stale_ref(ref, carried, head)
+            found = FoundMeta(self._parse_meta(carried), carried, True)
+        self._bound = (key, found)
+        return found
+
+    def _parse_meta(self, blob: str) -> StoreMeta:
+        parsed = self._parsed_meta
+        if parsed is None or parsed[0] != blob:
+            parsed = (blob, StoreMeta.from_bytes(self.repo.read_blob(blob, fmt.MAX_META_BYTES)))
+            self._parsed_meta = parsed
+        if parsed[1].store_id != self.keys.store_id:
             raise IntegrityError(f"the metadata of the store at {self.path} was replaced")
-        return meta
+        return parsed[1]
+
+    def _check_stale_ref(self, ref: str, carried: str, head: Operation) -> None:
+        """Accept a ``refs/gitmem/meta`` other than the head's only when it is metadata an
+        earlier commit carried (left by a crash between a branch move and the ref's, or by a
+        replica that has not written since it fetched): never used, and replaced by the next
+        write. Anything else was changed outside gitmem, and is refused."""
+        meta = self._parse_meta(ref)
+        head_meta = self._parse_meta(carried)
+        if not meta.has_slots and not head_meta.has_slots and meta.key_check == head_meta.key_check:
+            return  # format 1 metadata under the first format 2 commit: nothing but the key check
+        stack, seen = list(head.parents), set()
+        while stack:
+            oid = stack.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            op = self.read_operation(oid)
+            if meta_in_tree(self.repo, op.tree) == ref:
+                return
+            stack.extend(op.parents)
+        raise IntegrityError(
+            f"refs/gitmem/meta of the store at {self.path} names metadata ({ref[:12]}) that no "
+            "commit of the branch carries: it was changed outside gitmem (key slots added or "
+            "dropped by someone who can write the repository), so it is not used and nothing "
+            f"was written. To point it back at the metadata the head carries ({carried[:12]}), "
+            "run `gitmem accept-head`"
+        )
+
+    def _check_unbound(self, meta: StoreMeta, head: Operation | None) -> None:
+        """Check metadata that no commit carries yet (an empty store's, or a format 1 store's):
+        its key check is checked by every key; its slots, by their labels, which only a holder
+        of the newest epoch key can seal (design.md, "Reading", step 1)."""
+        if not meta.has_slots or self.keyring is None:
+            return
+        if head is not None:
+            # A format 1 head: gitmem adds slots to it only with the commit that carries them.
+            raise IntegrityError(
+                f"refs/gitmem/meta of the store at {self.path} lists key slots that no commit "
+                "carries: it was changed outside gitmem, so it is not used and nothing was "
+                "written"
+            )
+        keyring = keyslots.reopen(meta, self.keyring, str(self.path))
+        for slot in meta.slots:
+            try:
+                keyslots.slot_label(meta, keyring, slot)
+            except IntegrityError:
+                raise IntegrityError(
+                    f"refs/gitmem/meta of the store at {self.path} lists a key slot "
+                    f"({slot.slot}) that no holder of the store's keys made: it was changed "
+                    "outside gitmem, so it is not used and nothing was written"
+                ) from None
 
     def _keyring_for(self, meta: StoreMeta) -> Keyring:
         """This store's keyring, brought up to date with ``meta`` (another process may have
@@ -1424,30 +1549,43 @@ class MemoryStore:
         op = None
         with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
             old = self.repo.ref(META_REF)
-            meta = self._current_meta()
+            head = self.head_operation()
+            meta = self.bound_meta(head).meta
             keyring = self._keyring_for(meta)
             new, keyring = change(meta, keyring)
             if rotate:
                 new, keyring = keyslots.rotate(new, keyring)
-            head = self.head_operation()
             blob = self.repo.write_blob(new.to_bytes())
-            self.repo.update_ref(META_REF, blob, old)
             self._use_keyring(keyring, new, blob)
             if head is not None:
                 detail: dict[str, Any] = {"action": action}
                 if rotate:
                     detail["epoch"] = keyring.epoch
-                self._upgrade_format(blob)
+                # The commit first, then the ref: the ref never names slots no commit carries.
                 op, durable = self._commit(
                     head.tree, head, "keys", (), detail, None, head.record.store_bytes
                 )
+            self.codec.meta_blob = blob
+            self.publish_meta(old)
         if op is not None:
             self.repo.wait_durable(durable)
             if self.high_water is not None:
                 self._advance(Mark(op.commit, op.seq))
         return keyring.epoch
 
-    def _use_keyring(self, keyring: Keyring, meta: StoreMeta, meta_blob: str) -> None:
+    def _use_meta(self, found: FoundMeta) -> None:
+        """Write with ``found`` (authenticated by :meth:`bound_meta`): its newest epoch's keys,
+        opened through this store's slot, and its blob in every root tree."""
+        if found.blob != self._meta_blob and self.keyring is not None:
+            self._use_keyring(
+                keyslots.reopen(found.meta, self.keyring, str(self.path)), found.meta, found.blob
+            )
+        elif found.meta.format >= 2:
+            self.codec.meta_blob = found.blob
+
+    def _use_keyring(self, keyring: Keyring, meta: StoreMeta | None, meta_blob: str | None) -> None:
+        """Use ``keyring``'s newest epoch, and ``meta`` (at ``meta_blob``) in root trees; None
+        for both: read with the keyring, and write nothing with it before :meth:`_use_meta`."""
         self.keyring = keyring
         self._meta_blob = meta_blob
         if keyring.epoch != self.keys.epoch:
@@ -1457,57 +1595,58 @@ class MemoryStore:
             codec.meta_blob = self.codec.meta_blob
             self.codec = codec
             self.sizer = StoreSizer(self.codec)
-        if meta.format >= 2:
+        if meta is not None and meta_blob is not None and meta.format >= 2:
             self.codec.meta_blob = meta_blob
 
     def read_with(self, keyring: Keyring) -> None:
         """Open commits with ``keyring``: a pull's, whose epoch chain contains this store's.
 
-        Nothing is written with it until :meth:`adopt_meta`: the next write reads the metadata
+        Nothing is written with it until :meth:`adopt_meta`: the next write binds the metadata
         again and seals in the epoch it names.
         """
-        found = find_meta(self.repo)
-        if found is None:
-            raise IntegrityError(f"the metadata of the store at {self.path} is gone")
-        self._use_keyring(keyring, found.meta, found.blob)
-        self._meta_blob = None
+        self._use_keyring(keyring, None, None)
 
-    def adopt_meta(self, meta: StoreMeta, blob: str | None = None) -> None:
-        """Under the writer lock: make ``meta`` (``blob``, if already written) this replica's
-        metadata, as a pull settles it; opened through this store's own slot.
+    def adopt_meta(self, meta: StoreMeta, blob: str | None = None) -> str:
+        """Under the writer lock: write with ``meta`` (``blob``, if already written), as a pull
+        settles it, opened through this store's own slot; returns its blob.
 
-        The ref moves before the branch does, as in every key change.
+        ``refs/gitmem/meta`` moves only after the branch (:meth:`publish_meta`).
         """
         if self.keyring is None:
             raise UsageError("this store was opened without a keyring; reopen it to pull")
         keyring = keyslots.reopen(meta, self.keyring, str(self.path))
-        old = self.repo.ref(META_REF)
         if blob is None:
             blob = self.repo.write_blob(meta.to_bytes())
-        if blob != old:
-            self.repo.update_ref(META_REF, blob, old)
         self._use_keyring(keyring, meta, blob)
+        return blob
 
     def _refresh_keys(self) -> bool:
         """Catch up with key changes another process made; True when the epoch changed.
 
-        Raises :class:`WrongKey` when this store's own slot was removed.
+        The head carries them (a key change moves the branch before the ref), an empty store's
+        ref does. Neither is authenticated yet: the keys they give must extend the ones held,
+        and then open the head's record, which binds its metadata. Raises :class:`WrongKey`
+        when this store's own slot was removed.
         """
-        return self._catch_up_keys(self.repo.ref(META_REF))
-
-    def _catch_up_keys(self, meta_ref: str | None) -> bool:
-        """:meth:`_refresh_keys`, given where ``refs/gitmem/meta`` points now."""
-        if self.keyring is None or (meta_ref is not None and meta_ref == self._meta_blob):
-            return False  # the metadata this store uses: nothing to read
-        found = meta_at(self.repo, None, meta_ref) if meta_ref is not None else find_meta(self.repo)
-        if found is None or found.blob == self._meta_blob:
+        if self.keyring is None:
             return False
-        if found.meta.store_id != self.keys.store_id:
-            raise IntegrityError(f"the metadata of the store at {self.path} was replaced")
-        epoch = self.keys.epoch
-        keyring = keyslots.reopen(found.meta, self.keyring, str(self.path))
-        self._use_keyring(keyring, found.meta, found.blob)
-        return self.keys.epoch != epoch
+        held = self.keyring.epochs
+        ref = self.repo.ref(META_REF)
+        for found in (meta_at(self.repo, self.repo.ref(BRANCH), None), find_meta(self.repo)):
+            if found is None or found.blob == self._meta_blob:
+                continue
+            try:
+                if found.meta.store_id != self.keys.store_id:
+                    raise IntegrityError(f"the metadata of the store at {self.path} was replaced")
+                keyring = keyslots.reopen(found.meta, self.keyring, str(self.path))
+            except (WrongKey, IntegrityError):
+                if found.blob == ref:
+                    raise  # this replica's own metadata no longer lets its slot in
+                continue  # the head's: unauthenticated, so its failure is the head's to report
+            if keyring.epochs[: len(held)] == held and len(keyring.epochs) > len(held):
+                self._use_keyring(keyring, None, None)
+                return True
+        return False
 
     # -- garbage collection ---------------------------------------------------------------
 

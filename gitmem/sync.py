@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from .crypto import StoreKeys
 from .editor import TreeEditor
 from .errors import (
     ConflictError,
@@ -36,7 +37,7 @@ from .keymerge import merge_meta, reading_keyring
 from .merge import merge_base, merge_trees
 from .operation import Operation
 from .options import StoreOptions, network_timeout
-from .replica import FoundMeta, find_meta, meta_at
+from .replica import FoundMeta, carried_meta, find_meta, meta_at
 from .snapshot import Snapshot
 from .store import Change, MemoryStore, NoChange, changed_files, register_replication
 from .syncresult import SyncResult
@@ -149,7 +150,7 @@ def _check_remote_head(
 
 
 def _identify(store: MemoryStore, head: str | None, meta_blob: str | None, url: str) -> None:
-    found = meta_at(store.repo, head, meta_blob)
+    found = carried_meta(store.repo, head, meta_blob)
     if found is None:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
     if found.meta.store_id != store.keys.store_id:
@@ -157,9 +158,10 @@ def _identify(store: MemoryStore, head: str | None, meta_blob: str | None, url: 
             f"the remote {url} holds another gitmem store ({found.meta.store_id.hex()}), "
             f"not {store.store_id}"
         )
-    local = find_meta(store.repo)
     # Epoch 0's key check, which every rotation keeps (the newest epoch's keys check otherwise).
-    anchor = store.keys.check_value() if local is None else local.meta.key_check
+    ring = store.keyring
+    first = store.keys if ring is None else StoreKeys.derive(ring.epochs[0], store.keys.store_id)
+    anchor = first.check_value()
     if found.meta.key_check != anchor:
         raise DifferentStore(f"the remote {url} holds store {store.store_id} under another key")
 
@@ -222,18 +224,21 @@ def _read_incoming(store: MemoryStore, incoming: FoundMeta | None, url: str) -> 
 
 def _settle_meta(
     store: MemoryStore,
+    ours: Operation | None,
     base: str | None,
     incoming: FoundMeta | None,
     url: str,
     accept: Callable[[], None],
 ) -> None:
-    """Under the writer lock, before the branch moves: the metadata after the pull (this
-    replica's, the incoming one, or both sides' slots; ``base`` is the merge base's commit),
-    with ``refs/gitmem/meta`` moved to it. ``accept`` keeps the fetched objects, called once
-    the metadata is known to unite (else the pull is refused)."""
-    local = find_meta(store.repo)
-    if incoming is None or store.keyring is None or local is None:
+    """Under the writer lock, before the branch moves: write with the metadata after the pull
+    (this replica's, the incoming one, or both sides' slots; ``base`` is the merge base's
+    commit). ``refs/gitmem/meta`` follows the branch (:meth:`MemoryStore.publish_meta`).
+    ``accept`` keeps the fetched objects, called once the metadata is known to unite (else the
+    pull is refused)."""
+    if incoming is None or store.keyring is None:
         return
+    # This replica's metadata as its head authenticates it (an empty replica: its ref, checked).
+    local = store.bound_meta(ours)
     if local.blob == incoming.blob:
         store.adopt_meta(local.meta, local.blob)
         return
@@ -270,23 +275,16 @@ def _integrate(
             ours = store.head_operation()
             if store.contains(ours, theirs.commit, theirs.seq):
                 assert ours is not None
-                _settle_meta(store, theirs.commit, their_meta, url, accept)
                 return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
             forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
-            base = None if ours is None else ours.commit
-            if not forward:
-                assert ours is not None
-                common = merge_base(ours, theirs, store.read_operation)
-                if common is None:
-                    raise ConflictError(
-                        f"the remote {url} has a history unrelated to this replica's; "
-                        "nothing was merged"
-                    )
-                base = common.commit
-            _settle_meta(store, base, their_meta, url, accept)
-            accept()
             if forward:
+                old_meta = store.repo.ref(META_REF)
+                _settle_meta(
+                    store, ours, None if ours is None else ours.commit, their_meta, url, accept
+                )
+                accept()
                 store.repo.update_ref(BRANCH, theirs.commit, None if ours is None else ours.commit)
+                store.publish_meta(old_meta)
                 if store.high_water is not None:
                     # Proven above: theirs descends from ours, which passed the rollback check,
                     # so the mark may follow without walking the new commits a second time.
@@ -296,6 +294,8 @@ def _integrate(
                 return SyncResult(label, url, "fast-forward", head.commit, theirs.commit)
 
         def edit(head: Operation | None, tree: TreeEditor) -> Change[str] | NoChange[str]:
+            # The write bound this replica's own metadata: read the incoming epochs again.
+            _read_incoming(store, their_meta, url)
             if (
                 head is None
                 or store.contains(head, theirs.commit, theirs.seq)
@@ -308,6 +308,11 @@ def _integrate(
                     f"the remote {url} has a history unrelated to this replica's; "
                     "nothing was merged"
                 )
+            # The merge commit carries the settled metadata and is sealed in the newest epoch
+            # (the write moves refs/gitmem/meta after the branch).
+            _settle_meta(store, head, base.commit, their_meta, url, accept)
+            # Before the merge commit can name them.
+            accept()
             merged = merge_trees(store.codec, base, head, theirs)
             # Even when the merged tree equals ours, the merge commit records that theirs is
             # included (else the next push would be refused as lacking the remote's commits).
@@ -333,6 +338,8 @@ def push(
     seen = _seen(marks)
     repo = store.repo
     head = store.head_operation()
+    # The ref a push may send must name authentic metadata (a cached head skipped the check).
+    store.bound_meta(head)
     # A push into a local store moves its ref file, which its unpublished log would override.
     publish_local_remote(url, store.lock_timeout)
     heads = repo.list_remote(url, seconds)
@@ -434,8 +441,10 @@ def clone(
             raise NotAStoreRemote(f"the remote {clean} is empty: nothing to clone")
         if BRANCH not in heads and META_REF not in heads:
             raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")
+        # The metadata the fetched head carries (its record is authenticated when the store is
+        # opened below); the host's refs/gitmem/meta only for a store with no head.
         fetched = repo.fetch(clean, [ref for ref in (BRANCH, META_REF) if ref in heads], seconds)
-        found = meta_at(repo, fetched.get(BRANCH), fetched.get(META_REF))
+        found = carried_meta(repo, fetched.get(BRANCH), fetched.get(META_REF))
         if found is None:
             raise NotAStoreRemote(f"the remote {clean} is a git repository but not a gitmem store")
         repo.create_ref(META_REF, found.blob)

@@ -790,11 +790,12 @@ def test_every_ref_move_outside_the_log_starts_a_new_generation(
     store.add_key(
         passphrase="the test passphrase", kdf=KdfParams(64, 1, 1)
     )  # moves refs/gitmem/meta
-    # The metadata moved outside the log; the commit recording it went through the log.
+    # The metadata moved outside the log, after the commit recording it (design.md, "Which
+    # metadata counts"): that move published the commit and started a generation from it.
     assert generation()[0] > start + 1
-    keys_commit, before = list(store.log())[:2]
-    assert generation()[1] == before.commit
-    assert last_record(repo_path)[0].head(BRANCH) == keys_commit.commit
+    keys_commit = next(store.log())
+    assert keys_commit.command == "keys"
+    assert generation()[1] == keys_commit.commit == GitRepo(repo_path).ref(BRANCH)
 
 
 def test_without_syncfs_there_is_no_log(

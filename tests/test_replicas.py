@@ -134,7 +134,7 @@ def _make_format1_store(path: Path, key: str, state: Path, monkeypatch: pytest.M
     store.repo.update_ref(META_REF, store.repo.write_blob(v1.to_bytes()), store.repo.ref(META_REF))
     store.codec.meta_blob = None
     with monkeypatch.context() as patch:
-        patch.setattr(MemoryStore, "_upgrade_format", lambda self, old: old)
+        patch.setattr(MemoryStore, "_upgrade_format", lambda self: None)
         write(store, "old.md", "from 0.1\n")
         write(store, "old2.md", "also\n")
     for op in store.log():

@@ -3,6 +3,7 @@ slot, a removed holder learns nothing new, and diverged keys merge or are refuse
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -220,3 +221,38 @@ def test_a_retired_key_cannot_append_through_a_remote(
         second.pull()
     assert refs(second) == before
     assert second.verify().ok
+
+
+def edit_host_meta(origin: Path) -> str:
+    """Plant a slot in the host's refs/gitmem/meta, as someone who can write the host (and
+    holds no key) can; returns the planted blob's id."""
+    git = ["git", "--git-dir", str(origin)]
+    old = subprocess.run([*git, "cat-file", "blob", META_REF], capture_output=True, check=True)
+    body = json.loads(old.stdout)
+    body["slots"].append(dict(body["slots"][-1], slot="0badc0de"))
+    data = json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
+    made = subprocess.run(
+        [*git, "hash-object", "-w", "--stdin"], input=data, capture_output=True, check=True
+    )
+    planted = made.stdout.decode().strip()
+    subprocess.run([*git, "update-ref", META_REF, planted], check=True)
+    return planted
+
+
+def test_a_host_s_edited_metadata_is_neither_cloned_nor_pulled(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    # `gitmem clone` took the host's refs/gitmem/meta as it was: the planted slot became the
+    # new replica's, its first write stamped it, and `key list` failed from then on.
+    slots = [slot["slot"] for slot in first.key_slots()]
+    planted = edit_host_meta(origin)
+    second = clone(origin, tmp_path, key, "b")
+    assert second.repo.ref(META_REF) == first.repo.ref(META_REF) != planted
+    write(second, "b.md", "b\n")
+    assert [slot["slot"] for slot in second.key_slots()] == slots
+    second.push()
+    first.pull()
+    assert first.repo.ref(META_REF) == second.repo.ref(META_REF)
+    assert [slot["slot"] for slot in first.key_slots()] == slots
+    assert first.rotate_keys() == 1
+    assert first.verify().ok and second.verify().ok

@@ -51,6 +51,8 @@ from pygit2.enums import ObjectType
 import gitmem
 from gitmem import GitMemError, GitMemoryTool, MemoryStore, gitrepo
 from gitmem.cli import main as cli_main
+from gitmem.crypto import KdfParams
+from gitmem.paths import parse
 
 BRANCH = "refs/heads/main"
 META = "refs/gitmem/meta"
@@ -972,3 +974,116 @@ def run_case(v: Victim, name: str) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tampering_fails_closed(victim: Victim, name: str) -> None:
     run_case(victim, name)
+
+
+# -- refs/gitmem/meta: the slots that decide who holds keys are authenticated before any use -------
+
+FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests
+CHANGED_OUTSIDE = "changed outside gitmem"
+
+
+def _held(path: Path, key: str, state: Path) -> MemoryStore:
+    """A store held by its initial key and by alice's passphrase."""
+    store = MemoryStore.init(path, key, state_dir=state)
+    store.create(parse("/memories/note.md"), "hello\n")
+    store.add_key(passphrase="alice's passphrase", label="alice", kdf=FAST)
+    return store
+
+
+def _edit_meta(path: Path, how: str) -> None:
+    """What someone who can write the repository, and holds no key, does to the slots:
+    plants a slot (a copy of alice's under a new id), or drops alice's."""
+    repo = gitrepo.GitRepo(path)
+    old = repo.ref(META)
+    assert old is not None
+    body = json.loads(repo.read_blob(old))
+    (alice,) = [slot for slot in body["slots"] if slot["kind"] == "passphrase"]
+    if how == "planted":
+        body["slots"].append(dict(alice, slot="0badc0de"))
+    else:
+        body["slots"].remove(alice)
+    data = json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
+    repo.update_ref(META, repo.write_blob(data), old)
+
+
+@pytest.mark.parametrize("how", ["planted", "dropped"])
+def test_an_edited_metadata_ref_is_refused_and_never_stamped(
+    tmp_path: Path, key: str, how: str
+) -> None:
+    # A holder's next write carried the edited slots into an authenticated commit (verify then
+    # said ok), after which `key list`, `rotate` and `remove` failed on every replica, or the
+    # dropped holder was locked out for good.
+    state = tmp_path / "state"
+    store = _held(tmp_path / "s.git", key, state)
+    branch, good = store.repo.ref(BRANCH), store.repo.ref(META)
+    _edit_meta(store.path, how)
+    holder = MemoryStore.open(store.path, key, state_dir=state)
+    alice = MemoryStore.open(store.path, passphrase="alice's passphrase", state_dir=state)
+    note = parse("/memories/new.md")
+    for who in (store, holder, alice):
+        with pytest.raises(gitmem.IntegrityError, match=CHANGED_OUTSIDE):
+            who.create(note, "x\n")
+        with pytest.raises(gitmem.IntegrityError, match=CHANGED_OUTSIDE):
+            who.key_slots()
+        with pytest.raises(gitmem.IntegrityError, match=CHANGED_OUTSIDE):
+            who.rotate_keys()
+    with pytest.raises(gitmem.IntegrityError, match=CHANGED_OUTSIDE):
+        holder.read_text(parse("/memories/note.md"))
+    assert store.repo.ref(BRANCH) == branch
+    report = holder.verify()
+    assert not report.ok
+    assert any("refs/gitmem/meta" in problem for problem in report.problems)
+    env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(state)}
+    listed = CliRunner().invoke(cli_main, ["--repo", str(store.path), "key", "list"], env=env)
+    assert listed.exit_code == 5, listed.output
+    assert CHANGED_OUTSIDE in listed.output and "run `gitmem accept-head`" in listed.output
+    # accept-head points the ref back at the metadata the head carries; all works again.
+    accepted = CliRunner().invoke(cli_main, ["--repo", str(store.path), "accept-head"], env=env)
+    assert accepted.exit_code == 0, accepted.output
+    assert gitrepo.GitRepo(store.path).ref(META) == good
+    again = MemoryStore.open(store.path, passphrase="alice's passphrase", state_dir=state)
+    assert [slot["label"] for slot in again.key_slots()] == ["initial key", "alice"]
+    again.create(note, "x\n")
+    assert again.rotate_keys() == 1
+    assert again.verify().ok
+
+
+def test_an_older_metadata_ref_is_not_used_and_the_next_write_replaces_it(
+    tmp_path: Path, key: str
+) -> None:
+    # A crash between a key change's commit and its ref leaves the ref at the metadata the
+    # commit before carried: accepted (it is authentic), never used, and brought up to date.
+    state = tmp_path / "state"
+    store = _held(tmp_path / "s.git", key, state)
+    older = store.repo.ref(META)
+    bob = store.add_key(passphrase="bob's passphrase", label="bob", kdf=FAST)
+    newer = store.repo.ref(META)
+    assert older is not None and newer is not None
+    store.repo.update_ref(META, older, newer)
+    holder = MemoryStore.open(store.path, key, state_dir=state)
+    assert bob in {slot["slot"] for slot in holder.key_slots()}
+    holder.create(parse("/memories/new.md"), "x\n")
+    assert holder.repo.ref(META) == newer
+    assert holder.verify().ok
+
+
+@pytest.mark.parametrize("how", ["planted", "dropped"])
+def test_an_empty_stores_metadata_is_checked_as_far_as_the_keys_can(
+    tmp_path: Path, key: str, how: str
+) -> None:
+    # No commit carries an empty store's metadata yet: a planted slot fails its label (only a
+    # holder of the newest epoch key can seal one); a dropped one cannot be told (trust on
+    # first use, docs/security.md) and is what the first write then carries.
+    store = MemoryStore.init(tmp_path / "s.git", key, state_dir=tmp_path / "state")
+    store.add_key(passphrase="alice's passphrase", label="alice", kdf=FAST)
+    _edit_meta(store.path, how)
+    note = parse("/memories/new.md")
+    if how == "dropped":
+        store.create(note, "x\n")
+        assert [slot["label"] for slot in store.key_slots()] == ["initial key"]
+        return
+    with pytest.raises(gitmem.IntegrityError, match="no holder of the store's keys made"):
+        store.create(note, "x\n")
+    with pytest.raises(gitmem.IntegrityError, match="no holder of the store's keys made"):
+        store.key_slots()
+    assert store.repo.ref(BRANCH) is None
