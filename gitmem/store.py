@@ -74,6 +74,12 @@ _OLDER_EPOCH = (
     "it is sealed with an older key epoch than its parent (written with a key that a rotation "
     "retired)"
 )
+# A merge takes in a head sealed in an epoch at least its first parent's: pulls refuse any other
+# (design.md, "Epoch order"), which only a holder who never saw the rotation could write.
+_RETIRED_MERGED = (
+    "it merged in commit {}, sealed in an older key epoch than its own first parent (written "
+    "by a holder who had not seen a rotation, or by one whom it removed)"
+)
 
 
 @dataclass(frozen=True)
@@ -1227,6 +1233,8 @@ class MemoryStore:
                 )
             if any(epochs.get(p, 0) > epochs[oid] for p in parents):
                 report.problems.append(f"commit {oid}: {_OLDER_EPOCH}")
+            elif len(parents) == 2 and epochs.get(parents[1], 0) < epochs.get(parents[0], 0):
+                report.problems.append(f"commit {oid}: {_RETIRED_MERGED.format(parents[1])}")
         if head in seqs:
             try:
                 self.bound_meta(self.read_operation(head))

@@ -21,6 +21,7 @@ from .errors import (
     ConflictError,
     DifferentStore,
     GitMemError,
+    IntegrityError,
     LockTimeout,
     NoStore,
     NotAStoreRemote,
@@ -222,6 +223,26 @@ def _read_incoming(store: MemoryStore, incoming: FoundMeta | None, url: str) -> 
         store.read_with(keyring)
 
 
+def _refuse_retired_epoch(store: MemoryStore, theirs: Operation, url: str) -> None:
+    """Refuse an incoming head, not yet in this replica's history, sealed in an older key
+    epoch than the newest this replica holds (its own, or one the incoming metadata brought).
+
+    Every current holder seals in the newest epoch it knows, and a pull merges in it, so work
+    made in an older epoch reaches a replica that has the newer one only merged by a holder of
+    it. A head still in the older epoch may be a removed holder's, written from a copy taken
+    before the removal (design.md, "Epoch order"): nothing of it is taken.
+    """
+    if theirs.epoch < store.keys.epoch:
+        raise IntegrityError(
+            f"the remote {url} is at commit {theirs.commit[:12]}, sealed in key epoch "
+            f"{theirs.epoch}, older than this replica's newest ({store.keys.epoch}): it was "
+            "written with keys a rotation retired, by a holder who has not seen the rotation "
+            "or by one who was removed; nothing was changed locally. If a current holder wrote "
+            "it, pull this replica's history there first (that merge is sealed in the new "
+            "epoch), then pull again"
+        )
+
+
 def _settle_meta(
     store: MemoryStore,
     ours: Operation | None,
@@ -276,6 +297,7 @@ def _integrate(
             if store.contains(ours, theirs.commit, theirs.seq):
                 assert ours is not None
                 return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
+            _refuse_retired_epoch(store, theirs, url)
             forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
             if forward:
                 old_meta = store.repo.ref(META_REF)
@@ -310,6 +332,7 @@ def _integrate(
                 )
             # The merge commit carries the settled metadata and is sealed in the newest epoch
             # (the write moves refs/gitmem/meta after the branch).
+            _refuse_retired_epoch(store, theirs, url)
             _settle_meta(store, head, base.commit, their_meta, url, accept)
             # Before the merge commit can name them.
             accept()

@@ -16,7 +16,10 @@ from gitmem.cli import main
 from gitmem.crypto import KdfParams
 from gitmem.errors import IntegrityError, KeysDiverged
 from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.operation import Operation
 from gitmem.paths import parse
+from gitmem.store import Change
+from gitmem.tree import TreeEditor
 
 FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests
 
@@ -256,3 +259,62 @@ def test_a_host_s_edited_metadata_is_neither_cloned_nor_pulled(
     assert [slot["slot"] for slot in first.key_slots()] == slots
     assert first.rotate_keys() == 1
     assert first.verify().ok and second.verify().ok
+
+
+def test_a_removed_holders_fork_is_refused(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    # A removed holder writes in the replica she kept from before the removal and force-pushes
+    # it over the host's branch. A replica that knows the rotation but not the host's new state
+    # (its mark of the host reset by `remote remove` and `add`, or one that got the rotation from
+    # another replica) merged her writes with exit 0, and verify said ok.
+    clone(origin, tmp_path, key, "m")
+    mallory = MemoryStore.open(
+        tmp_path / "m.git", passphrase="bob's passphrase", state_dir=tmp_path / "state-m"
+    )
+    bob = mallory.keyring_slot()
+    assert bob is not None
+    other = clone(origin, tmp_path, key, "b")
+    first.remove_key(bob)
+    write(first, "after.md", "after the removal\n")
+    first.push()
+    other.pull(str(first.path))  # the rotation, from the first replica directly
+    write(mallory, "mallory.md", "injected\n")
+    mallory.checkpoint()
+    subprocess.run(
+        ["git", "--git-dir", str(mallory.path), "push", "-q", "--force", str(origin), BRANCH],
+        check=True,
+    )
+    first.remove_remote("origin")
+    first.add_remote("origin", str(origin))
+    for replica, state in ((first, "state-a"), (other, "state-b")):
+        before = refs(replica)
+        for how in ("pull", "sync"):
+            with pytest.raises(IntegrityError, match="older than this replica's newest"):
+                getattr(replica, how)()
+        result = CliRunner().invoke(
+            main,
+            ["--repo", str(replica.path), "pull"],
+            env={"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / state)},
+        )
+        assert result.exit_code == 5, result.output
+        assert "sealed in key epoch 0, older than this replica's newest (1)" in result.output
+        assert refs(replica) == before
+        assert "/memories/mallory.md" not in replica.files()
+        assert replica.verify().ok
+    # A merge that took her head in anyway (as before this was refused) is what verify flags.
+    forked = subprocess.run(
+        ["git", "--git-dir", str(origin), "rev-parse", BRANCH], capture_output=True, check=True
+    )
+    theirs = first.read_operation(forked.stdout.decode().strip())
+    assert theirs.epoch == 0
+
+    def take(head: Operation | None, tree: TreeEditor) -> Change[None]:
+        assert head is not None
+        return Change((), None, tree=head.tree, merged=theirs)
+
+    first.write("merge", take)
+    problems = first.verify().problems
+    assert any(
+        f"it merged in commit {theirs.commit}, sealed in an older key epoch" in p for p in problems
+    ), problems
