@@ -866,7 +866,7 @@ class MemoryStore:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
                     continue
-                self.publish_meta(meta_ref)
+                self._bind(op, self.publish_meta(meta_ref))
                 break
             else:
                 raise ConflictError("the branch kept moving during the write; nothing was written")
@@ -952,23 +952,31 @@ class MemoryStore:
         blob = self.repo.write_blob(replace(meta, format=fmt.SPLIT_FORMAT_VERSION).to_bytes())
         self.codec.meta_blob = self._meta_blob = self._split_meta = blob
 
-    def publish_meta(self, old: str | None) -> None:
+    def publish_meta(self, old: str | None) -> str | None:
         """Under the writer lock, after the branch moved: point ``refs/gitmem/meta`` (found at
-        ``old``) at the metadata the new head carries.
+        ``old``) at the metadata the new head carries; returns where it points.
 
         The branch moves first, so the ref never names metadata that no commit carries; a
         crash in between leaves it at an older head's, which :meth:`bound_meta` accepts.
         """
         blob = self.codec.meta_blob
         if blob is None or blob == old:
-            return
+            return old
         try:
             if old is None:
                 self.repo.create_ref(META_REF, blob)
             else:
                 self.repo.update_ref(META_REF, blob, old)
         except ConflictError:
-            pass  # moved by something other than gitmem: the next read checks what is there
+            return old  # moved by something other than gitmem: the next read checks it
+        return blob
+
+    def _bind(self, op: Operation, ref: str | None) -> None:
+        """Remember that ``op``, just committed with the metadata blob it was stamped with, is
+        bound to ``ref``: the next write reads neither its root tree nor that blob again."""
+        blob = self.codec.meta_blob
+        if blob is not None and ref == blob:
+            self._bound = ((op.commit, ref), FoundMeta(self._parse_meta(blob), blob, True))
 
     def screen(self, before: str, after: str) -> Screened:
         """Apply the store's secrets policy to a write turning file text ``before`` into ``after``.
@@ -1574,7 +1582,9 @@ class MemoryStore:
                     head.tree, head, "keys", (), detail, None, head.record.store_bytes
                 )
             self.codec.meta_blob = blob
-            self.publish_meta(old)
+            published = self.publish_meta(old)
+            if op is not None:
+                self._bind(op, published)
         if op is not None:
             self.repo.wait_durable(durable)
             if self.high_water is not None:
