@@ -14,12 +14,12 @@ from helpers_keys import append_with_epoch_zero
 from gitmem import MemoryStore, WrongKey
 from gitmem.cli import main
 from gitmem.crypto import KdfParams
+from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError, KeysDiverged
 from gitmem.gitrepo import BRANCH, META_REF, GitRepo
 from gitmem.operation import Operation
 from gitmem.paths import parse
 from gitmem.store import Change
-from gitmem.tree import TreeEditor
 
 FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests
 
