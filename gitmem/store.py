@@ -820,7 +820,9 @@ class MemoryStore:
 
     # -- writing --------------------------------------------------------------------------
 
-    def write(self, command: str, edit: Edit[T]) -> tuple[Operation | None, T]:
+    def write(
+        self, command: str, edit: Edit[T], *, detached: bool = False
+    ) -> tuple[Operation | None, T]:
         """The one way the memory changes: run ``edit`` and commit what it changed as one op.
 
         Under the writer lock, ``edit`` gets the authenticated head (None for an empty store)
@@ -829,6 +831,9 @@ class MemoryStore:
         written). If the branch moved under the write (only a non-gitmem process can move it
         while the lock is held), ``edit`` runs again on the new head, so it must not keep
         state between runs. Returns the new operation (None for no change) and the result.
+
+        With ``detached``, the commit is written but the branch stays where it is (sync sends
+        a merge to the remote before this replica takes it, see :func:`gitmem.sync.sync`).
         """
         with self.repo.writer(), self.repo.write_lock(self.lock_timeout):
             for _ in range(_CAS_RETRIES):
@@ -861,12 +866,15 @@ class MemoryStore:
                         outcome.detail,
                         outcome.merged,
                         self.sizer.known_tree_bytes(tree),
+                        detached=detached,
                     )
                 except ConflictError:
                     # Redo the edit on whatever the other process left, which is checked like
                     # any other head.
                     continue
-                self._bind(op, self.publish_meta(meta_ref))
+                if not detached:
+                    # A detached commit is not the head: the ref follows it when the branch does.
+                    self._bind(op, self.publish_meta(meta_ref))
                 break
             else:
                 raise ConflictError("the branch kept moving during the write; nothing was written")
@@ -874,7 +882,7 @@ class MemoryStore:
         # commit). The write is reported only once it is durable, and the mark only follows
         # what is durable (design.md, "Writing", steps 7-8).
         self.repo.wait_durable(durable)
-        if self.high_water is not None:
+        if self.high_water is not None and not detached:
             # The commit is already durable: failing now (a full disk under the state directory)
             # would make the caller redo a write that happened. The next head read catches up.
             self._advance(Mark(op.commit, op.seq))
@@ -891,8 +899,11 @@ class MemoryStore:
         detail: Mapping[str, Any],
         merged: Operation | None = None,
         store_bytes: int | None = None,
+        *,
+        detached: bool = False,
     ) -> tuple[Operation, Durability]:
-        """Write the commit and move the branch to it; durable once the ticket is waited for.
+        """Write the commit and move the branch to it (unless ``detached``); durable once the
+        ticket is waited for.
 
         For a merge, ``merged`` is the second parent; ``store_bytes`` is the tree's size when
         known, recorded for the next writer. The caller has made the store format 2
@@ -917,9 +928,14 @@ class MemoryStore:
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
         commit = self.repo.write_commit(tree, list(parents), message)
+        op = Operation(commit, parents, tree, record, self.keys.epoch)
+        if detached:
+            # With the redo log, objects no record names are dropped when the lock is let go:
+            # published now, for libgit2 to send before any ref names the commit.
+            self.repo.checkpoint()
+            return op, None
         expected = None if head is None else head.commit
         durable = self.repo.update_ref(BRANCH, commit, expected, wait=False)
-        op = Operation(commit, parents, tree, record, self.keys.epoch)
         self._head = op
         return op, durable
 

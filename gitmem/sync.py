@@ -8,10 +8,14 @@ client's mark of that remote; a push is never forced.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import re
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -47,6 +51,14 @@ DEFAULT_REMOTE = "origin"
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?[^/:]+:(?!//)")
 _SYNC_RETRIES = 3
+# How long sync keeps starting again while other replicas push between its fetch and its push
+# (each attempt succeeds only when no other push lands in its own window, so with N replicas
+# pushing at once an attempt succeeds about one time in N), and its pauses: random, up to
+# _BACKOFF_BASE * 2**attempt seconds and at most _BACKOFF_CAP, so the replicas spread out
+# (a longer cap lets a replica that just pushed, and syncs again at once, win every race).
+SYNC_PATIENCE = 60.0
+_BACKOFF_BASE = 0.05
+_BACKOFF_CAP = 0.5
 
 
 def check_url(url: str) -> str:
@@ -179,6 +191,44 @@ def pull(
     incoming head is identified as this store, authenticated and checked against this client's
     mark of the remote are they kept, and the branch moves, under the writer lock.
     """
+    with _fetched(store, remote, timeout) as incoming:
+        if isinstance(incoming, SyncResult):
+            return incoming
+        result = _integrate(
+            store, incoming.label, incoming.url, incoming.theirs, incoming.meta, incoming.accept
+        )
+    incoming.seen()
+    return result
+
+
+@dataclass(frozen=True)
+class _Incoming:
+    """A remote's head, fetched, identified as this store, authenticated and checked against
+    this client's mark of the remote (``theirs`` is None when it has only metadata);
+    ``accept`` keeps the fetched objects (see :meth:`GitRepo.fetching`)."""
+
+    label: str
+    url: str
+    theirs: Operation | None
+    meta: FoundMeta | None
+    marks: HighWater | None
+    remote_has_meta: bool
+    accept: Callable[[], None]
+    seconds: float
+
+    def seen(self) -> None:
+        """Advance this client's mark of the remote to the head fetched."""
+        if self.marks is not None and self.theirs is not None:
+            self.marks.advance(Mark(self.theirs.commit, self.theirs.seq))
+
+
+@contextlib.contextmanager
+def _fetched(
+    store: MemoryStore, remote: str, timeout: float | None
+) -> Iterator[_Incoming | SyncResult]:
+    """The network half of a pull: the remote's head, checked, its objects in quarantine for
+    the block (kept only if it calls ``accept``); an ``empty`` result when the remote holds
+    nothing. Nothing local changes."""
     label, url = resolve_remote(store.repo, remote)
     seconds = network_timeout(store.options, timeout)
     marks = _remote_mark(store, url)
@@ -187,7 +237,8 @@ def pull(
     publish_local_remote(url, store.lock_timeout)
     heads = repo.list_remote(url, seconds)
     if not heads:
-        return SyncResult(label, url, "empty", store.head(), None)
+        yield SyncResult(label, url, "empty", store.head(), None)
+        return
     if BRANCH not in heads and META_REF not in heads:
         raise NotAStoreRemote(f"the remote {url} is a git repository but not a gitmem store")
     wanted = [ref for ref in (BRANCH, META_REF) if ref in heads]
@@ -203,10 +254,9 @@ def pull(
             # As for a local head: refused before it can become the branch or a merge's parent.
             store.check_epoch(theirs)
         _check_remote_head(store, seen, theirs, url)
-        result = _integrate(store, label, url, theirs, their_meta, fetched.accept)
-    if marks is not None and theirs is not None:
-        marks.advance(Mark(theirs.commit, theirs.seq))
-    return result
+        yield _Incoming(
+            label, url, theirs, their_meta, marks, META_REF in heads, fetched.accept, seconds
+        )
 
 
 def _read_incoming(store: MemoryStore, incoming: FoundMeta | None, url: str) -> None:
@@ -280,12 +330,16 @@ def _integrate(
     theirs: Operation | None,
     their_meta: FoundMeta | None,
     accept: Callable[[], None],
+    *,
+    detached: bool = False,
 ) -> SyncResult:
     """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit.
 
     The metadata is settled first (``_settle_meta``), so a merge commit is sealed in the newest
     epoch and carries the metadata both sides agree on. ``accept`` keeps the fetched objects:
-    called before the branch or the metadata can name them, after every refusal.
+    called before the branch or the metadata can name them, after every refusal. With
+    ``detached``, a merge commit is written but the branch does not move to it (the result's
+    ``merge``; see :func:`sync`).
     """
     if theirs is None:
         return SyncResult(label, url, "up-to-date", store.head(), None)
@@ -344,7 +398,7 @@ def _integrate(
             detail = merged.detail(theirs, base)
             return Change(paths, "merged", detail, tree=merged.tree, merged=theirs)
 
-        op, _ = store.write("merge", edit)
+        op, _ = store.write("merge", edit, detached=detached)
         if op is not None:
             return SyncResult(label, url, "merged", op.commit, theirs.commit, op)
     raise ConflictError("the branch kept moving during the pull; nothing was merged, pull again")
@@ -418,24 +472,106 @@ def sync(
     store: MemoryStore, remote: str = DEFAULT_REMOTE, timeout: float | None = None
 ) -> SyncResult:
     """Pull (merging if needed), then push what the remote lacks; ``timeout`` as for
-    :func:`pull`."""
-    for _ in range(_SYNC_RETRIES):
-        pulled = pull(store, remote, timeout)
+    :func:`pull`.
+
+    When another replica pushes between the two, the push is refused and sync starts again
+    after a random pause (doubling with each attempt, up to half a second), for up to
+    :data:`SYNC_PATIENCE` seconds; then :class:`PushRejected`. A merge commit reaches this
+    replica's branch only once the remote took it (or could not be reached): a refused
+    attempt leaves no merge behind to be merged again.
+    """
+    deadline = time.monotonic() + SYNC_PATIENCE
+    attempt = 0
+    fetched: list[str | None] = []
+    while True:
         try:
-            pushed = push(store, remote, timeout)
+            return _sync_once(store, remote, timeout, fetched)
         except PushRejected:
-            continue  # someone pushed between our pull and push: pull again
-        action = (
-            pulled.action
-            if pushed.action == "up-to-date"
-            else (
-                "pushed" if pulled.action in ("up-to-date", "empty") else f"{pulled.action}+pushed"
+            if len(fetched) > 1 and fetched[-1] == fetched[-2]:
+                raise  # refused though the remote did not move (a hook, a protected branch)
+            # Another replica pushed between our fetch and our push: fetch again.
+            attempt += 1
+            pause = random.uniform(0, min(_BACKOFF_CAP, _BACKOFF_BASE * 2**attempt))
+            if time.monotonic() + pause > deadline:
+                raise PushRejected(
+                    f"the remote kept moving during sync ({attempt} attempts in "
+                    f"{SYNC_PATIENCE:.0f} seconds); nothing was lost, sync again"
+                ) from None
+            time.sleep(pause)
+
+
+def _sync_once(
+    store: MemoryStore, remote: str, timeout: float | None, fetched: list[str | None]
+) -> SyncResult:
+    """One attempt of :func:`sync`; the remote head it fetched is appended to ``fetched``."""
+    with _fetched(store, remote, timeout) as incoming:
+        if isinstance(incoming, SyncResult):
+            fetched.append(incoming.remote_head)
+            pulled = incoming
+        else:
+            fetched.append(None if incoming.theirs is None else incoming.theirs.commit)
+            pulled = _integrate(
+                store,
+                incoming.label,
+                incoming.url,
+                incoming.theirs,
+                incoming.meta,
+                incoming.accept,
+                detached=True,
             )
-        )
-        return SyncResult(
-            pulled.remote, pulled.url, action, pushed.head, pushed.remote_head, pulled.merge
-        )
-    raise PushRejected("the remote kept moving during sync; nothing was lost, sync again")
+    if isinstance(incoming, _Incoming):
+        incoming.seen()
+        if pulled.action == "merged":
+            assert pulled.merge is not None and incoming.theirs is not None
+            return _push_merge(store, incoming, pulled.merge)
+    pushed = push(store, remote, timeout)
+    action = (
+        pulled.action
+        if pushed.action == "up-to-date"
+        else ("pushed" if pulled.action in ("up-to-date", "empty") else f"{pulled.action}+pushed")
+    )
+    return SyncResult(
+        pulled.remote, pulled.url, action, pushed.head, pushed.remote_head, pulled.merge
+    )
+
+
+def _nothing_fetched() -> None:
+    """``accept`` for a commit this replica made itself: there is nothing in quarantine."""
+
+
+def _push_merge(store: MemoryStore, incoming: _Incoming, merge: Operation) -> SyncResult:
+    """Send ``merge`` (of this replica's head and the remote's, not on the branch yet), then
+    make the branch include it: a fast-forward, or a merge when a local write came meanwhile.
+    Refused (PushRejected), the merge is left to garbage collection."""
+    # The remote was identified and its head checked by the fetch just made: the push lists it
+    # no second time, which would only widen the window in which another replica's push makes
+    # this one a non-fast-forward (libgit2 refuses that before sending: PushRejected).
+    # A push into a local store moves its ref file, which its unpublished log would override.
+    publish_local_remote(incoming.url, store.lock_timeout)
+    specs = [f"{merge.commit}:{BRANCH}"]
+    if not incoming.remote_has_meta and store.repo.ref(META_REF) is not None:
+        specs.append(f"{META_REF}:{META_REF}")
+    try:
+        store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)
+    except PushRejected:
+        raise
+    except RemoteError:
+        # Unreachable: the pull's merge is kept locally, as a pull would, for the next sync.
+        _integrate(store, incoming.label, incoming.url, merge, None, _nothing_fetched)
+        raise
+    if incoming.marks is not None:
+        incoming.marks.advance(Mark(merge.commit, merge.seq))
+    # The metadata was settled when the merge was made (it carries the settled one).
+    _integrate(store, incoming.label, incoming.url, merge, None, _nothing_fetched)
+    assert incoming.theirs is not None
+    return SyncResult(
+        incoming.label,
+        incoming.url,
+        "merged+pushed",
+        merge.commit,
+        incoming.theirs.commit,
+        merge,
+    )
 
 
 def clone(

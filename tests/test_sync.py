@@ -655,3 +655,29 @@ def test_a_pull_refused_for_another_store_or_a_project_keeps_nothing(
     with pytest.raises(NotAStoreRemote):
         first.push(str(project))
     assert _objects_on_disk(first) == before
+
+
+def test_a_sync_that_loses_races_adds_one_merge(
+    first: MemoryStore, origin: Path, tmp_path: Path, key: str
+) -> None:
+    # Each refused attempt merged into the local branch, and the next attempt merged again on
+    # top: two agents racing made a merge commit per attempt, all of them pushed in the end.
+    second = clone(first, origin, tmp_path, key, "b")
+    write(first, "a.md", "a\n")
+    real = first.repo.push
+    races = [0]
+
+    def overtaken(url: str, specs: list[str], *args: float) -> None:
+        if races[0] < 2:  # the other replica pushes new work first, twice
+            races[0] += 1
+            write(second, f"b{races[0]}.md", "b\n")
+            second.sync()
+        real(url, specs, *args)
+
+    first.repo.push = overtaken  # type: ignore[method-assign, assignment]
+    result = first.sync()
+    assert (result.action, races[0]) == ("merged+pushed", 2)
+    assert first.head() == result.head == git("--git-dir", str(origin), "rev-parse", "main")
+    merges = [op for op in first.log() if op.record.command == "merge"]
+    assert len(merges) == 1 and merges[0].commit == result.head
+    assert set(first.files()) >= {f"/memories/{n}.md" for n in ("a", "b1", "b2")}
