@@ -42,7 +42,11 @@ from .errors import (
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .fsutil import local_path
-from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
+from .git.flush import Durability
+from .git.lock import LOCK_FILE
+from .git.maintenance import DEFAULT_GC_GRACE, GcReport
+from .git.refs import BRANCH, META_REF
+from .git.repo import GitRepo
 from .highwater import HighWater, KnownStores, Mark, default_state_dir
 from .keyslots import Keyring, unlock
 from .keysource import Credential, resolve_credential

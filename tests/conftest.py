@@ -11,6 +11,7 @@ import pygit2
 import pytest
 
 import gitmem
+import gitmem.git.redo
 
 # Automatic maintenance off for the whole session, module-scoped fixtures included (the hermetic
 # fixture below sets it again for each test): see hermetic.
@@ -47,7 +48,7 @@ def no_publish_at_exit() -> Iterator[None]:
     """The stores a test writes die with its temporary directory: the pytest process must not
     publish hundreds of them when it exits (tests/test_publish.py checks exits in subprocesses)."""
     yield
-    gitmem.gitrepo._LOGGED.clear()
+    gitmem.git.redo.LOGGED.clear()
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def fast_git() -> Iterator[None]:
         yield
     finally:
         os.fsync, os.fdatasync = real_fsync, real_fdatasync
-        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
+        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/git/flush.py)
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import GitMemoryTool, generate_key
-from gitmem.gitrepo import Durability, GitRepo
+from gitmem.git.flush import Durability
+from gitmem.git.repo import GitRepo
 
 LOG = "/memories/log.md"
 SHARED = "/memories/shared.md"

@@ -21,7 +21,7 @@ from gitmem import MemoryStore, buckets
 from gitmem.crypto import StoreKeys
 from gitmem.errors import IntegrityError
 from gitmem.format import KIND_FILE
-from gitmem.gitrepo import TREE_MODE, TreeEntry, parse_tree
+from gitmem.git.objects import TREE_MODE, TreeEntry, parse_tree
 from gitmem.paths import parse
 from gitmem.store import Change
 from gitmem.tree import Node, Snapshot, TreeCodec, TreeEditor

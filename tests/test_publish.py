@@ -26,7 +26,8 @@ from click.testing import CliRunner
 import gitmem
 from gitmem.cli import main as cli_main
 from gitmem.errors import LockTimeout, RemoteError
-from gitmem.gitrepo import LOCK_FILE, GitRepo
+from gitmem.git.lock import LOCK_FILE
+from gitmem.git.repo import GitRepo
 
 # Every test here needs the redo log, which needs a boot id and syncfs (Linux).
 pytestmark = pytest.mark.skipif(
@@ -172,7 +173,7 @@ def test_publishing_keeps_the_users_own_extensions(store: gitmem.MemoryStore) ->
     ],
 )
 def test_only_an_empty_extensions_section_is_dropped(config: bytes, tidied: bytes) -> None:
-    assert gitmem.gitrepo._without_empty_extensions(config) == tidied
+    assert gitmem.git.config._without_empty_extensions(config) == tidied
 
 
 def test_the_tools_publish_when_closed(repo_path: Path, key: str) -> None:
@@ -242,8 +243,8 @@ def test_a_publish_at_exit_that_cannot_lock_warns_and_exits(
     store: gitmem.MemoryStore, repo_path: Path, key: str
 ) -> None:
     code = f"""
-        import sys, gitmem, gitmem.gitrepo
-        gitmem.gitrepo.EXIT_LOCK_SECONDS = 0.2
+        import sys, gitmem, gitmem.git.repo
+        gitmem.git.repo.EXIT_LOCK_SECONDS = 0.2
         s = gitmem.MemoryStore.open({str(repo_path)!r})
         s.create("/memories/a.md", "one\\n")
         print("written", flush=True)
@@ -282,7 +283,7 @@ def test_a_forked_child_does_not_publish_its_parents_writes(
         if pid == 0:
             sys.exit(0)  # runs the exit handlers of the child
         os.waitpid(pid, 0)
-        print(gitmem.gitrepo.GitRepo.log_pending_at({str(repo_path)!r}), flush=True)
+        print(gitmem.git.repo.GitRepo.log_pending_at({str(repo_path)!r}), flush=True)
         """,
         key,
     )
@@ -329,13 +330,13 @@ def test_the_mcp_server_publishes_once_when_a_second_signal_comes_while_it_does(
     # writer lock: it must not start another publish, which would wait for that very lock.
     code = """
         import os, signal, sys
-        from gitmem import gitrepo
+        from gitmem.git import repo as git_repo
         from gitmem.cli import main
-        checkpoint = gitrepo.GitRepo._checkpoint
+        checkpoint = git_repo.GitRepo._checkpoint
         def second_signal(self, *args, **kwargs):
             os.kill(os.getpid(), signal.SIGINT)
             return checkpoint(self, *args, **kwargs)
-        gitrepo.GitRepo._checkpoint = second_signal
+        git_repo.GitRepo._checkpoint = second_signal
         main(sys.argv[1:])
         """
     server = subprocess.Popen(

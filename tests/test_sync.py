@@ -17,7 +17,7 @@ from helpers_git_servers import git_daemon, pausing_proxy
 
 from gitmem import MemoryStore, RollbackDetected, WrongKey, generate_key
 from gitmem.errors import DifferentStore, NotAStoreRemote, PushRejected, RemoteError, UsageError
-from gitmem.gitrepo import BRANCH
+from gitmem.git.refs import BRANCH
 from gitmem.paths import parse
 from gitmem.store import Change, Operation
 from gitmem.tree import TreeEditor
