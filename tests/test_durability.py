@@ -52,6 +52,9 @@ from gitmem.highwater import HighWater
 from gitmem.limits import Limits
 from gitmem.paths import parse
 
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
+
 NO_SPACE = (
     "Error: gitmem's storage failed (No space left on device); the memory is unchanged "
     "unless a later view shows otherwise"
@@ -592,9 +595,7 @@ def test_a_real_full_filesystem(tmp_path: Path) -> None:
 
 # -- power loss: the redo log rebuilds what the page cache lost (design.md, "The redo log") ----
 
-needs_log = pytest.mark.skipif(
-    not git_flush.default_mode().logged, reason="the redo log needs syncfs and a boot id (Linux)"
-)
+needs_log = pytest.mark.needs_log
 
 
 def reboot(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,9 @@ from gitmem.git.objects import BLOB_MODE, TREE_MODE, TreeEntry, parse_commit, pa
 from gitmem.git.refs import BRANCH
 from gitmem.git.repo import GitRepo
 
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
+
 ID_A = "a" * 40
 ID_B = "0123456789abcdef0123456789abcdef01234567"
 
@@ -183,6 +186,7 @@ def test_packed_objects_read_the_same(repo: GitRepo) -> None:
     assert (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit)) == before
 
 
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_a_packed_object_is_read_from_its_pack_without_opening_a_loose_file(
     repo: GitRepo,
 ) -> None:
@@ -207,6 +211,7 @@ def test_a_packed_object_is_read_from_its_pack_without_opening_a_loose_file(
         repo.read_blob(loose)
 
 
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_a_damaged_pack_gives_way_to_a_loose_copy(tmp_path: Path) -> None:
     repo = GitRepo.init(tmp_path / "r.git")
     oid = repo.write_blob(b"a blob in one pack")
@@ -468,6 +473,7 @@ def _open_removed_packs(repo: GitRepo) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_maintenance_lets_go_of_the_packs_it_removes(repo: GitRepo) -> None:
     # Both libgit2 handles a reader keeps (the repository, and the database of its packs that
     # objects are read through first) are dropped once gc removes packs: their files go.

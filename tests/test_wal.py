@@ -17,12 +17,14 @@ import pytest
 
 from gitmem import MemoryStore
 from gitmem.git import files as git_files
-from gitmem.git import flush as git_flush
 from gitmem.git import redo as git_redo
 from gitmem.git import wal
 from gitmem.git.refs import BRANCH
 from gitmem.git.repo import GitRepo
 from gitmem.paths import parse
+
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
 
 BOOT = uuid.uuid4().bytes
 HEAD_A = "a" * 40
@@ -181,9 +183,7 @@ def test_a_log_filled_by_few_records_doubles_and_by_many_halves() -> None:
 
 # -- following the log from a GitRepo: kept open, exact without timestamps ------------------
 
-needs_log = pytest.mark.skipif(
-    not git_flush.default_mode().logged, reason="the redo log needs syncfs and a boot id (Linux)"
-)
+needs_log = pytest.mark.needs_log
 # A second process that acts on the store: argv is the repository, the key, a state
 # directory and an action; it prints the branch's head afterwards.
 _OTHER = """
