@@ -568,20 +568,3 @@ def publish_logged(lock_timeout: float = EXIT_LOCK_SECONDS) -> list[tuple[str, G
             # Tried once: the exit handler must not try again what the CLI already reported.
             LOGGED.pop(path, None)
     return failed
-
-
-@atexit.register
-def _publish_at_exit() -> None:
-    """Best effort at interpreter exit: never raises, waits at most :data:`EXIT_LOCK_SECONDS`
-    for each lock (a killed process runs no exit handler: gitmem reads its log as ever)."""
-    try:
-        for path, exc in publish_logged(EXIT_LOCK_SECONDS):
-            _log.warning(
-                "gitmem: the writes in the redo log of %s were not published at exit (%s); "
-                "gitmem reads them, and `gitmem --repo %s checkpoint` publishes them for git",
-                path,
-                exc,
-                path,
-            )
-    except Exception:  # an exit handler must not fail the exit
-        _log.warning("gitmem: publishing the redo log at exit failed", exc_info=True)
