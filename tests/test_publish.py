@@ -123,6 +123,26 @@ def test_a_cli_write_whose_publish_fails_succeeds_with_a_warning(
     assert gitmem.MemoryStore.open(repo_path, key).read_text("/memories/a.md") == "hello\n"
 
 
+def test_the_mcp_server_whose_publish_fails_warns_in_the_clis_words(
+    store: gitmem.MemoryStore, repo_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One owner of publishing at close (gitmem.store.close_for_exit), one wording of its warning.
+    from gitmem import mcp_server
+
+    def refuse() -> None:
+        raise LockTimeout(f"another writer held the lock on {repo_path} for over 30s")
+
+    store.create("/memories/a.md", "hello\n")
+    store.close = refuse  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="gitmem"):
+        mcp_server._publish(store)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"gitmem mcp: warning: the writes were not published for git (another writer held the "
+        f"lock on {repo_path} for over 30s); gitmem reads them, and `gitmem --repo {repo_path} "
+        "checkpoint` publishes them"
+    ]
+
+
 def test_a_library_write_is_in_the_log_until_close(store: gitmem.MemoryStore) -> None:
     store.create("/memories/a.md", "one\n")
     assert GitRepo.log_pending_at(store.path)
