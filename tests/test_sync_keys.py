@@ -14,7 +14,8 @@ from gitmem import MemoryStore, WrongKey
 from gitmem.cli import main
 from gitmem.crypto import KdfParams
 from gitmem.errors import IntegrityError, KeysDiverged
-from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.git.refs import BRANCH, META_REF
+from gitmem.git.repo import GitRepo
 from gitmem.paths import parse
 
 FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests

@@ -49,8 +49,10 @@ from helpers_repo import published, unpack
 from pygit2.enums import ObjectType
 
 import gitmem
-from gitmem import GitMemError, GitMemoryTool, MemoryStore, gitrepo
+from gitmem import GitMemError, GitMemoryTool, MemoryStore
 from gitmem.cli import main as cli_main
+from gitmem.git import maintenance as git_maintenance
+from gitmem.git import objects as git_objects
 
 BRANCH = "refs/heads/main"
 META = "refs/gitmem/meta"
@@ -322,7 +324,7 @@ def rewrite_loose(v: Victim, oid: str, content: bytes) -> None:
     packs = [
         idx
         for idx in (v.repo / "objects" / "pack").glob("pack-*.idx")
-        if oid in gitrepo._pack_index_oids(idx)
+        if oid in git_maintenance._pack_index_oids(idx)
     ]
     unpack(v.repo, packs)
     path.parent.mkdir(exist_ok=True)
@@ -342,12 +344,12 @@ def no_hash_check() -> Iterator[None]:
     """Reads without hash checks (libgit2's and gitmem's own for loose objects): a stand-in
     for a SHA-1 second preimage."""
     pygit2.settings.enable_strict_hash_verification(False)
-    gitrepo._CHECK_LOOSE_HASHES = False
+    git_objects._CHECK_LOOSE_HASHES = False
     try:
         yield
     finally:
-        gitrepo._CHECK_LOOSE_HASHES = True
-        pygit2.settings.enable_strict_hash_verification(True)  # gitmem's setting (gitrepo.py)
+        git_objects._CHECK_LOOSE_HASHES = True
+        pygit2.settings.enable_strict_hash_verification(True)  # gitmem's setting (git/handle.py)
 
 
 # -- what each case expects -----------------------------------------------------------------------
