@@ -50,7 +50,7 @@ from anthropic.lib.tools import BetaAbstractMemoryTool
 from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
 
 import gitmem
-import gitmem.gitrepo
+import gitmem.git.repo
 from gitmem.editor import TreeEditor
 from gitmem.fsutil import fsync_dir
 from gitmem.store import Change
@@ -284,7 +284,7 @@ EVENTS: dict[str, dict[str, int]] = {}
 
 def count_events() -> None:
     """Count each repository's checkpoints and maintenance runs (any gitmem version)."""
-    repo_class = gitmem.gitrepo.GitRepo
+    repo_class = gitmem.git.repo.GitRepo
     for method in ("_checkpoint", "maintain"):
         original = getattr(repo_class, method, None)
         if original is None:

@@ -6,7 +6,7 @@
 Runs ``bench_commands``' workload on gitmem alone, through ``GitMemoryTool.call``, with automatic
 maintenance off (``GITMEM_GC_AUTO=0``): each round is 30 calls of each command on the same small
 memory (the creates, renames and deletes of a round undo each other). Every method of
-``gitmem.gitrepo.GitRepo`` (which calls the redo log and the pack writer below it) is wrapped to
+``gitmem.git.repo.GitRepo`` (which calls the redo log and the pack writer below it) is wrapped to
 add its CPU time to a counter, outermost calls only, so each call's CPU time splits into "git"
 (inside ``GitRepo``) and "above" (the tool, store, tree, chunking, crypto, secrets screen and
 high-water mark). The wrappers cost a few microseconds per call: compare the total with
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_commands
 
 import gitmem
-from gitmem.gitrepo import GitRepo
+from gitmem.git.repo import GitRepo
 
 _ROUND = 30
 

@@ -35,20 +35,21 @@ from pathlib import Path
 from typing import Any
 
 import gitmem
-from gitmem import gitrepo, wal
+from gitmem.git import flush as git_flush
+from gitmem.git import wal
 from gitmem.paths import parse
 
 
 @contextmanager
 def logged(on: bool) -> Iterator[None]:
     """Writes through the redo log (``on``) or, as without a boot id, with two syncfs."""
-    real = gitrepo._wal_on
+    real = git_flush.default_mode
     if not on:
-        gitrepo._wal_on = lambda: False
+        git_flush.default_mode = lambda: git_flush.SYNCFS
     try:
         yield
     finally:
-        gitrepo._wal_on = real
+        git_flush.default_mode = real
 
 
 def write_path(base: Path, writes: int) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def write_path(base: Path, writes: int) -> dict[str, Any]:
 def flushes_per_write(base: Path, per_thread: int) -> dict[str, float]:
     """Flushes per create (log ``fdatasync`` and ``syncfs`` counted), one thread and four."""
     calls: list[str] = []
-    real_datasync, real_syncfs = wal.datasync, gitrepo.syncfs  # type: ignore[attr-defined]
+    real_datasync, real_syncfs = wal.datasync, git_flush.syncfs  # type: ignore[attr-defined]
 
     def datasync(path: Path) -> None:
         calls.append("fdatasync")
@@ -97,7 +98,7 @@ def flushes_per_write(base: Path, per_thread: int) -> dict[str, float]:
         real_syncfs(path)
 
     out: dict[str, float] = {}
-    wal.datasync, gitrepo.syncfs = datasync, syncfs  # type: ignore[attr-defined]
+    wal.datasync, git_flush.syncfs = datasync, syncfs  # type: ignore[attr-defined]
     try:
         with tempfile.TemporaryDirectory(dir=base) as tmp:
             tool = gitmem.GitMemoryTool(Path(tmp) / "s.git", key=gitmem.generate_key())
@@ -113,7 +114,7 @@ def flushes_per_write(base: Path, per_thread: int) -> dict[str, float]:
                 _run_threads(threads, writer)
                 out[f"{threads} thread(s)"] = len(calls) / (threads * per_thread)
     finally:
-        wal.datasync, gitrepo.syncfs = real_datasync, real_syncfs  # type: ignore[attr-defined]
+        wal.datasync, git_flush.syncfs = real_datasync, real_syncfs  # type: ignore[attr-defined]
     return out
 
 
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where the stores live")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    if not gitrepo._wal_on():
+    if not git_flush.default_mode().logged:
         parser.error("the redo log needs Linux (syncfs and a boot id)")
     base = args.dir or Path(tempfile.gettempdir())
     result = {

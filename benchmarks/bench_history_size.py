@@ -43,7 +43,8 @@ from pathlib import Path
 import pygit2
 
 import gitmem
-from gitmem import chunking, wal
+from gitmem import chunking
+from gitmem.git import wal
 from gitmem.paths import parse
 from gitmem.store import MemoryStore
 

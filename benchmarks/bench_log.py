@@ -7,7 +7,7 @@
 The store is built with real gitmem operations (create, str_replace, insert, rename, delete by
 a series of sessions) through ``MemoryStore``'s public methods, so every commit is a genuine
 authenticated gitmem commit; only the object database is bypassed: :class:`PackingRepo` hashes
-objects itself and writes them as one pack every 10,000 commits (``gitmem.pack.write_pack``),
+objects itself and writes them as one pack every 10,000 commits (``gitmem.git.pack.write_pack``),
 instead of writing one loose file per object and moving the branch after every commit. The
 branch is set once at the end.
 """
@@ -28,18 +28,12 @@ from pathlib import Path
 
 from gitmem import MemoryStore, generate_key, parse_path
 from gitmem.format import MAX_BLOB_BYTES
-from gitmem.gitrepo import (
-    BRANCH,
-    TREE_MODE,
-    CommitInfo,
-    Durability,
-    GitRepo,
-    TreeEntry,
-    parse_commit,
-    parse_tree,
-)
-from gitmem.pack import write_pack
-from gitmem.wal import object_id
+from gitmem.git.flush import Durability
+from gitmem.git.objects import TREE_MODE, CommitInfo, TreeEntry, parse_commit, parse_tree
+from gitmem.git.pack import write_pack
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
+from gitmem.git.wal import object_id
 
 _SIGNATURE = b"gitmem <gitmem@invalid> 0 +0000"
 # Objects go to a new pack every this many commits, so that memory stays bounded and the

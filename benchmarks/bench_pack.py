@@ -6,7 +6,7 @@
 
 A store is built once from the progress-log workload of ``bench_history_size.py`` with
 automatic maintenance and the redo log off, so every object it wrote is loose. Then, each on a
-fresh copy of it, alternating the two writers run after run (``GitRepo._write_pack`` as it
+fresh copy of it, alternating the two writers run after run (``Maintenance._write_pack`` as it
 is, and the libgit2 ``PackBuilder`` it replaced, kept here as the reference):
 
 - ``pack 250``: ``_write_pack`` of 250 loose objects, about one checkpoint's or one automatic
@@ -41,23 +41,26 @@ from pathlib import Path
 import pygit2
 
 import gitmem
-from gitmem import gitrepo, wal
-from gitmem.gitrepo import _ANY_KIND, GitRepo
-from gitmem.pack import PackObject, write_pack
+from gitmem.git import maintenance as git_maintenance
+from gitmem.git import wal
+from gitmem.git.maintenance import Maintenance
+from gitmem.git.objects import ANY_KIND
+from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.repo import GitRepo
 from gitmem.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_history_size import apply_gitmem, workload
 
 
-def libgit2_write_pack(self: GitRepo, objects: Iterable[str], pack_dir: Path) -> Path:
-    """The reference: ``GitRepo._write_pack`` before gitmem wrote its own packs."""
+def libgit2_write_pack(self: Maintenance, objects: Iterable[str], pack_dir: Path) -> Path:
+    """The reference: ``Maintenance._write_pack`` before gitmem wrote its own packs."""
     from gitmem.fsutil import fsync_dir, fsync_file, make_private_dirs
 
     make_private_dirs(pack_dir)
     tmp = Path(tempfile.mkdtemp(prefix="gitmem-gc-", dir=self.path))
     try:
-        builder = pygit2.PackBuilder(self._git)
+        builder = pygit2.PackBuilder(self._handle.git)
         builder.set_threads(1)
         for oid in objects:
             builder.add(pygit2.Oid(hex=oid))
@@ -89,14 +92,14 @@ def pack_stream(repo: GitRepo, writer: str) -> Callable[..., Path | None]:
         if not ids:
             return None
         if writer == "old":
-            return libgit2_write_pack(repo, ids, pack_dir)
-        again = ((oid, *repo._read_any(oid, _ANY_KIND)) for oid in ids)
+            return libgit2_write_pack(repo.maintenance, ids, pack_dir)
+        again = ((oid, *repo.read_any(oid, ANY_KIND)) for oid in ids)
         return NEW_PACK_STREAM(again, pack_dir, work_dir)
 
     return write
 
 
-NEW_WRITE_PACK = GitRepo._write_pack
+NEW_WRITE_PACK = Maintenance._write_pack
 NEW_PACK_STREAM = write_pack
 
 
@@ -117,20 +120,20 @@ def trial(template: Path, work: Path, task: str, writer: str, key: str) -> tuple
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(template / "store.git", copy / "store.git", symlinks=True)
     shutil.copytree(template / "state", copy / "state", symlinks=True)
-    GitRepo._write_pack = NEW_WRITE_PACK if writer != "old" else libgit2_write_pack  # type: ignore[method-assign]
+    Maintenance._write_pack = NEW_WRITE_PACK if writer != "old" else libgit2_write_pack  # type: ignore[method-assign]
     store = MemoryStore.open(copy / "store.git", key, state_dir=copy / "state")
     repo = store.repo
-    gitrepo.write_pack = pack_stream(repo, writer)  # type: ignore[attr-defined]
+    git_maintenance.write_pack = pack_stream(repo, writer)  # type: ignore[attr-defined]
     run: Callable[[], object]
     if task in ("pack 250", "memory 250"):
         ids = loose_ids(repo.path)[:250]
-        held = [(oid, *repo._read_any(oid, _ANY_KIND)) for oid in ids]
+        held = [(oid, *repo.read_any(oid, ANY_KIND)) for oid in ids]
 
         def run() -> object:
             with repo.write_lock(30):
                 if task == "memory 250" and writer == "new":
                     return write_pack(held, repo.path / "objects" / "pack", repo.path)
-                return repo._write_pack(ids, repo.path / "objects" / "pack")
+                return repo.maintenance._write_pack(ids, repo.path / "objects" / "pack")
     elif task == "maintain":
 
         def run() -> object:

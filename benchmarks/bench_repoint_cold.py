@@ -28,7 +28,8 @@ import random
 import statistics
 import time
 
-from gitmem import buckets, wal
+from gitmem import buckets
+from gitmem.git import wal
 
 EXTRA = (b"gitmem", b"100644 gitmem\0" + bytes(20))
 

@@ -25,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers_git_servers import bare_repo, git_daemon
 
-import gitmem.gitrepo
+import gitmem.git.flush
 from gitmem import MemoryStore, generate_key
 
 
 def build(store: MemoryStore, commits: int) -> None:
     """``commits`` real operations on ``store``, without durability flushes."""
-    names = vars(gitmem.gitrepo)  # the module's own binding of syncfs is the one it calls
+    names = vars(gitmem.git.flush)  # the module's own binding of syncfs is the one it calls
     real = names["syncfs"]
     names["syncfs"] = lambda path: None
     try:

@@ -495,7 +495,7 @@ def workload(writes: int) -> Iterator[tuple[str, dict[str, Any]]]:
 def small_log(on: bool) -> Iterator[None]:
     """With ``on``, a redo log of one block of records that grows to at most eight: the writes
     fill it, checkpoint and resize it (a new file) within a few writes."""
-    from gitmem import wal
+    from gitmem.git import wal
 
     saved = wal.MIN_CAPACITY, wal.MAX_CAPACITY, wal.GROW_BELOW
     if on:
@@ -536,16 +536,22 @@ def drive(
 
 
 def _drive(root: Path, key: str, writes: int, expected_out: Path, maintain: bool) -> None:
-    from gitmem import MemoryStore, gitrepo
+    from gitmem import MemoryStore
+    from gitmem.git import maintenance as git_maintenance
+    from gitmem.git import objects as git_objects
     from gitmem.paths import parse
 
     if maintain:
         os.environ.pop("GITMEM_GC_AUTO", None)
-        gitrepo.AUTO_CHECK_EVERY, gitrepo.AUTO_PACK_LOOSE, gitrepo.AUTO_PACK_LIMIT = 1, 8, 2
+        (
+            git_maintenance.AUTO_CHECK_EVERY,
+            git_maintenance.AUTO_PACK_LOOSE,
+            git_maintenance.AUTO_PACK_LIMIT,
+        ) = 1, 8, 2
         # Merges of a few KB a checkpoint: most take two or three, so the states between a
         # merge's steps, and after its pack is published and its sources removed, are checked.
-        gitrepo.AUTO_MERGE_STEP, gitrepo.AUTO_MERGE_FACTOR = 3000, 0
-        gitrepo._loose_estimate = lambda objects: len(gitrepo._loose_objects(objects))
+        git_maintenance.AUTO_MERGE_STEP, git_maintenance.AUTO_MERGE_FACTOR = 3000, 0
+        git_maintenance._loose_estimate = lambda objects: len(git_objects.loose_objects(objects))
 
     store = MemoryStore.open(root / STORE, key, state_dir=root / STATE)
     states = []
@@ -635,7 +641,8 @@ def run(
     small: bool = False,
 ) -> Result:
     """Trace a run of ``writes`` writes and check every crash state it could leave."""
-    from gitmem import generate_key, wal
+    from gitmem import generate_key
+    from gitmem.git import wal
 
     key = generate_key()
     with tempfile.TemporaryDirectory(prefix="gitmem-crash-", dir=base) as tmp:

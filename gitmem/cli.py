@@ -65,7 +65,7 @@ from .options import check_session_label
 from .paths import MemoryPath
 from .render import plural, table_cells, table_line
 from .revisions import SESSION_PREFIX, parse_time
-from .store import MemoryStore, Operation
+from .store import MemoryStore, Operation, close_for_exit
 from .syncresult import SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -111,14 +111,9 @@ class CliState:
         The writes are durable in the log already: a failure is a warning, not the command's."""
         if self._store is None:
             return
-        try:
-            self._store.close()
-        except (GitMemError, OSError) as exc:
-            click.echo(
-                f"gitmem: warning: the writes were not published for git ({exc}); gitmem reads "
-                f"them, and `gitmem --repo {self._store.path} checkpoint` publishes them",
-                err=True,
-            )
+        warning = close_for_exit(self._store)
+        if warning is not None:
+            click.echo(f"gitmem: warning: {warning}", err=True)
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)

@@ -34,9 +34,9 @@ from pydantic import ValidationError
 from . import history, search
 from . import paths as memory_paths
 from ._version import __version__
-from .errors import GitMemError, UsageError, reporting_rollback_off, shown, shown_int
+from .errors import UsageError, reporting_rollback_off, shown, shown_int
 from .revisions import parse_time
-from .store import MemoryStore
+from .store import MemoryStore, close_for_exit
 from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
 
 _JSON_TYPES = {str: "string", int: "integer"}
@@ -573,15 +573,9 @@ def serve_stdio(store: MemoryStore, *, allow_restore: bool = False) -> None:
 def _publish(store: MemoryStore) -> None:
     # The writes are durable in the redo log already: a store that cannot be published now
     # (another writer holding the lock too long) is still whole for gitmem; say so and go.
-    try:
-        store.close()
-    except GitMemError as exc:
-        _log.warning(
-            "gitmem mcp: the writes were not published for git (%s); `gitmem --repo %s "
-            "checkpoint` publishes them",
-            exc,
-            store.path,
-        )
+    warning = close_for_exit(store)
+    if warning is not None:
+        _log.warning("gitmem mcp: warning: %s", warning)
 
 
 __all__ = ["MemoryServer", "build_server", "memory_input_schema", "serve_stdio"]

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from .errors import IntegrityError
 from .format import MAX_META_BYTES, META_ENTRY, StoreMeta
-from .gitrepo import BLOB_MODE, BRANCH, META_REF, GitRepo
+from .git.objects import BLOB_MODE
+from .git.refs import BRANCH, META_REF
+from .git.repo import GitRepo
 
 
 @dataclass(frozen=True)

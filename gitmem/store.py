@@ -8,8 +8,10 @@ read, commit one encrypted record, and move the branch by compare-and-swap.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import heapq
+import logging
 import os
 import time
 import uuid
@@ -45,7 +47,12 @@ from .errors import (
 )
 from .format import KIND_DIR, KIND_FILE, Record, StoreMeta
 from .fsutil import local_path
-from .gitrepo import BRANCH, DEFAULT_GC_GRACE, LOCK_FILE, META_REF, Durability, GcReport, GitRepo
+from .git import repo as git_repo
+from .git.flush import Durability
+from .git.lock import LOCK_FILE
+from .git.maintenance import DEFAULT_GC_GRACE, GcReport
+from .git.refs import BRANCH, META_REF
+from .git.repo import GitRepo, publish_logged
 from .highwater import HighWater, KnownStores, Mark, SlotHints, default_state_dir
 from .idle import IdlePublisher
 from .keyslots import Keyring, unlock
@@ -1798,3 +1805,45 @@ def _refs_on_disk(repo: Path) -> bool:
     if os.path.lexists(repo / "packed-refs"):
         return True
     return any(files for _, _, files in os.walk(repo / "refs"))
+
+
+# -- publishing at close and at exit (design.md, "The redo log") ------------------------------
+
+_log = logging.getLogger("gitmem")
+
+
+def unpublished_warning(
+    path: str | os.PathLike[str], error: BaseException, *, at_exit: bool = False
+) -> str:
+    """The one wording of the warning that the writes a process logged to the store at ``path``
+    could not be published for git as it closed the store (or exited): they are durable in the
+    redo log, and gitmem reads them."""
+    when = " at exit" if at_exit else ""
+    return (
+        f"the writes were not published{when} for git ({error}); gitmem reads them, and "
+        f"`gitmem --repo {path} checkpoint` publishes them"
+    )
+
+
+def close_for_exit(store: MemoryStore) -> str | None:
+    """:meth:`MemoryStore.close` for a process on its way out (a CLI command, the MCP server):
+    the writes are durable in the log already, so a failure to publish them does not fail the
+    process; it is returned as the warning to show (:func:`unpublished_warning`), None when
+    the store was closed."""
+    try:
+        store.close()
+    except (GitMemError, OSError) as exc:
+        return unpublished_warning(store.path, exc)
+    return None
+
+
+@atexit.register
+def _publish_at_exit() -> None:
+    """At interpreter exit, best effort: publish what the stores this process wrote to left in
+    their logs (:func:`publish_logged`); never raises, waits at most ``EXIT_LOCK_SECONDS`` for
+    each lock (a killed process runs no exit handler: gitmem reads its log as ever)."""
+    try:
+        for path, exc in publish_logged(git_repo.EXIT_LOCK_SECONDS):
+            _log.warning("gitmem: %s", unpublished_warning(path, exc, at_exit=True))
+    except Exception:  # an exit handler must not fail the exit
+        _log.warning("gitmem: publishing the redo log at exit failed", exc_info=True)

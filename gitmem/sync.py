@@ -36,7 +36,8 @@ from .errors import (
     UsageError,
 )
 from .fsutil import local_path, refuse_key_text
-from .gitrepo import BRANCH, META_REF, GitRepo
+from .git.refs import BRANCH, META_REF
+from .git.repo import GitRepo
 from .highwater import HighWater, Mark
 from .keymerge import merge_meta, reading_keyring
 from .merge import merge_base, merge_trees

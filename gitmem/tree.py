@@ -48,7 +48,8 @@ from .format import (
     decode_header,
     encode_header,
 )
-from .gitrepo import BLOB_MODE, TREE_MODE, GitRepo, TreeEntry, parse_tree
+from .git.objects import BLOB_MODE, TREE_MODE, TreeEntry, parse_tree
+from .git.repo import GitRepo
 from .paths import MemoryPath
 from .shardmap import SMALL, ShardedMap, evolved, frozen
 

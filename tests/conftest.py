@@ -11,6 +11,8 @@ import pygit2
 import pytest
 
 import gitmem
+import gitmem.git.redo
+from gitmem.git import flush as git_flush
 
 # Automatic maintenance off for the whole session, module-scoped fixtures included (the hermetic
 # fixture below sets it again for each test): see hermetic.
@@ -52,7 +54,37 @@ def no_publish_at_exit() -> Iterator[None]:
     """The stores a test writes die with its temporary directory: the pytest process must not
     publish hundreds of them when it exits (tests/test_publish.py checks exits in subprocesses)."""
     yield
-    gitmem.gitrepo._LOGGED.clear()
+    gitmem.git.redo.LOGGED.clear()
+
+
+# The write modes this platform uses, its default first: a test that takes the ``write_mode``
+# fixture (or a module with ``pytestmark = pytest.mark.usefixtures("write_mode")``) runs once in
+# each, so that a Linux run also covers the paths of stores without the redo log.
+WRITE_MODES = git_flush.platform_modes()
+# Put first on the PYTHONPATH of the processes a test starts, so that they use its mode too.
+_WRITE_MODE_HOOK = str(Path(__file__).parent / "write_mode_hook")
+_NO_LOG = "the redo log needs syncfs and a boot id (Linux)"
+
+
+@pytest.fixture(params=WRITE_MODES, ids=str)
+def write_mode(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> git_flush.WriteMode:
+    """The write mode every store the test opens uses, here and in the processes it starts."""
+    mode: git_flush.WriteMode = request.param
+    if request.node.get_closest_marker("needs_log") and not mode.logged:
+        pytest.skip(_NO_LOG)
+    monkeypatch.setattr(git_flush, "default_mode", lambda: mode)
+    monkeypatch.setenv("GITMEM_TEST_WRITE_MODE", mode.name)
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([_WRITE_MODE_HOOK, *([path] if path else [])]))
+    return mode
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.needs_log``: skipped where the store's write mode has no redo log."""
+    if item.get_closest_marker("needs_log") and not WRITE_MODES[0].logged:
+        pytest.skip(_NO_LOG)
 
 
 @pytest.fixture
@@ -93,7 +125,7 @@ def fast_git() -> Iterator[None]:
         yield
     finally:
         os.fsync, os.fdatasync = real_fsync, real_fdatasync
-        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/gitrepo.py)
+        pygit2.settings.enable_fsync_gitdir(True)  # gitmem's own setting (gitmem/git/flush.py)
 
 
 @pytest.fixture

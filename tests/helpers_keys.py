@@ -7,7 +7,8 @@ from pathlib import Path
 
 from gitmem import format as fmt
 from gitmem.crypto import StoreKeys, decode_key
-from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
 from gitmem.operation import Operation
 
 

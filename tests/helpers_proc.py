@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import GitMemoryTool, generate_key
-from gitmem.gitrepo import Durability, GitRepo
+from gitmem.git import flush
+from gitmem.git.flush import Durability
+from gitmem.git.repo import GitRepo
 
 LOG = "/memories/log.md"
 SHARED = "/memories/shared.md"
@@ -65,9 +67,19 @@ def read_acks(path: Path) -> list[str]:
         return []
 
 
-def _open_tool(repo: str, env: Mapping[str, str], session: str) -> GitMemoryTool:
+def _use_environment(env: Mapping[str, str]) -> None:
+    """In a worker: the test's environment, and the write mode of its stores (tests/conftest.py,
+    ``write_mode``): the fork server that forked the worker may have started under another."""
     os.environ.clear()
     os.environ.update(env)
+    modes = flush.platform_modes()
+    chosen = {mode.name: mode for mode in modes}.get(env.get("GITMEM_TEST_WRITE_MODE", ""))
+    mode = modes[0] if chosen is None else chosen
+    flush.default_mode = lambda: mode
+
+
+def _open_tool(repo: str, env: Mapping[str, str], session: str) -> GitMemoryTool:
+    _use_environment(env)
     return GitMemoryTool(repo, session=session)
 
 
@@ -146,8 +158,7 @@ def creator(repo: str, env: dict[str, str], ack_path: str) -> None:
     """Create the store at ``repo`` (the test kills this at a random moment)."""
     ack = _acker(ack_path)
     with _reporting(ack):
-        os.environ.clear()
-        os.environ.update(env)
+        _use_environment(env)
         ack("start")
         GitMemoryTool(repo, session="creator")
         ack("open")
@@ -212,8 +223,7 @@ def racer(repo: str, env: dict[str, str], ack_path: str, tag: str, start_at: flo
     """At ``start_at``, open (so create) the store at ``repo`` and write one file."""
     ack = _acker(ack_path)
     with _reporting(ack):
-        os.environ.clear()
-        os.environ.update(env)
+        _use_environment(env)
         _wait_until(start_at)
         tool = GitMemoryTool(repo, session=f"racer-{tag}")
         tool.call({"command": "create", "path": f"/memories/{tag}.md", "file_text": f"{tag}\n"})

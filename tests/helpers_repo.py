@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pygit2
 
-from gitmem.gitrepo import _TYPE_NAMES, GitRepo, _pack_index_oids, _remove_pack
+from gitmem.git.maintenance import _pack_index_oids, _remove_pack
+from gitmem.git.objects import _TYPE_NAMES
+from gitmem.git.repo import GitRepo
 
 
 def published(repo: Path) -> Path:

@@ -18,15 +18,17 @@ def section(title: str) -> str:
 
 
 def package_modules() -> set[str]:
-    """The top-level modules and subpackages of gitmem/, as test_layers.py counts them."""
+    """The top-level modules and subpackages of gitmem/, as test_layers.py counts them, and the
+    modules of the git storage (``git.objects``, ...), each a layer of its own there."""
     package = ROOT / "gitmem"
     found = {p.stem for p in package.glob("*.py")}
     found |= {p.parent.name for p in package.glob("*/__init__.py")}
+    found |= {f"git.{p.stem}" for p in (package / "git").glob("*.py") if p.stem != "__init__"}
     return found
 
 
 def rows_of_tests() -> dict[str, list[str]]:
-    rows = re.findall(r"^\| `([a-z_]+)` \| (.*) \|$", section("Where each module is tested"), re.M)
+    rows = re.findall(r"^\| `([a-z_.]+)` \| (.*) \|$", section("Where each module is tested"), re.M)
     return {module: re.findall(r"`(test_[a-z_]+\.py)`", tests) for module, tests in rows}
 
 

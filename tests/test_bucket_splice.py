@@ -20,7 +20,7 @@ from gitmem import MemoryStore, buckets
 from gitmem.crypto import name_envelope
 from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError
-from gitmem.gitrepo import BLOB_MODE, TREE_MODE, TreeEntry, parse_tree, tree_bytes
+from gitmem.git.objects import BLOB_MODE, TREE_MODE, TreeEntry, parse_tree, tree_bytes
 from gitmem.paths import parse
 from gitmem.store import Change
 from gitmem.tree import TreeCodec

@@ -20,7 +20,8 @@ from gitmem import format as fmt
 from gitmem.crypto import KdfParams
 from gitmem.editor import TreeEditor
 from gitmem.errors import FormatVersionError, IntegrityError, InvalidPath, PathExists
-from gitmem.gitrepo import BLOB_MODE, META_REF, TREE_MODE, TreeEntry
+from gitmem.git.objects import BLOB_MODE, TREE_MODE, TreeEntry
+from gitmem.git.refs import META_REF
 from gitmem.paths import MemoryPath, parse
 from gitmem.store import Change
 from gitmem.tree import TreeCodec

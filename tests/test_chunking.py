@@ -24,7 +24,7 @@ from gitmem.chunking import (
     params_for,
     tail_params,
 )
-from gitmem.gitrepo import GitRepo
+from gitmem.git.repo import GitRepo
 from gitmem.store import MemoryStore
 
 SEED = bytes(range(32))

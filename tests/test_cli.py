@@ -23,7 +23,8 @@ from test_history import built_once
 from gitmem import MemoryStore, cli, history, parse_path
 from gitmem.cli import main
 from gitmem.demo import progress_log
-from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.git.refs import BRANCH, META_REF
+from gitmem.git.repo import GitRepo
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from gitmem.crypto import StoreKeys
 from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError, InvalidPath, PathExists
 from gitmem.format import KIND_DIR, KIND_FILE
-from gitmem.gitrepo import GitRepo, TreeEntry
+from gitmem.git.objects import TreeEntry
+from gitmem.git.repo import GitRepo
 from gitmem.paths import MemoryPath, parse
 from gitmem.store import Change
 from gitmem.tree import Node, TreeCodec

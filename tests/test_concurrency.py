@@ -19,7 +19,7 @@ import helpers_proc as hp
 import pytest
 
 import gitmem
-from gitmem import wal
+from gitmem.git import wal
 from gitmem.options import StoreOptions
 from gitmem.store import MemoryStore
 
@@ -244,17 +244,17 @@ def test_a_creator_that_loses_the_race_to_a_known_store_opens_it(
 def test_threads_writing_at_once_share_flushes(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import gitrepo
+    from gitmem.git import flush as git_flush
 
-    if not gitrepo._BATCHED:
+    if not git_flush.default_mode().batched:
         pytest.skip("group commit needs syncfs (Linux)")
     tool = gitmem.GitMemoryTool(repo_path, key=key, session="group")
     tool.call({"command": "create", "path": "/memories/seed.md", "file_text": "seed\n"})
     calls: list[float] = []
     # A write's one flush: the redo log's fdatasync (or, without a boot id, the syncfs after
     # its ref moved, plus the one before).
-    logged = gitrepo._wal_on()
-    module: Any = wal if logged else gitrepo
+    logged = git_flush.default_mode().logged
+    module: Any = wal if logged else git_flush
     name = "datasync" if logged else "syncfs"
     real = getattr(module, name)
 

@@ -157,9 +157,11 @@ def test_a_power_loss_while_writes_pack_loose_objects_loses_nothing(tmp_path: Pa
 def test_the_checker_finds_the_losses_a_store_without_recovery_would_have(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import gitrepo
+    from gitmem.git import flush as git_flush
+    from gitmem.git.redo import RedoLog
+    from gitmem.git.repo import GitRepo
 
-    if not gitrepo._wal_on():
+    if not git_flush.default_mode().logged:
         pytest.skip("the redo log needs syncfs and a boot id (Linux)")
     # A gitmem that neither recovers after the (simulated) reboot nor reads the redo log (as an
     # older version, or plain git, would) loses acknowledged writes: the checker must see it.
@@ -167,8 +169,8 @@ def test_the_checker_finds_the_losses_a_store_without_recovery_would_have(
 
     def blind_check(*args: Any) -> Any:
         with monkeypatch.context() as blind:
-            blind.setattr(gitrepo.GitRepo, "recover", lambda self: None)
-            blind.setattr(gitrepo.GitRepo, "_view", lambda self, force=False: None)
+            blind.setattr(GitRepo, "recover", lambda self: None)
+            blind.setattr(RedoLog, "view", lambda self, force=False: None)
             return real_check(*args)
 
     monkeypatch.setattr(cs, "check", blind_check)

@@ -36,13 +36,24 @@ from anthropic.lib.tools import ToolError
 from helpers_repo import published
 
 import gitmem
-from gitmem import MemoryStore, gitrepo, wal
+from gitmem import MemoryStore
 from gitmem.crypto import KdfParams
 from gitmem.errors import ConflictError, IntegrityError, NoStore, StorageError
-from gitmem.gitrepo import BRANCH, LOCK_FILE, META_REF, GitRepo
+from gitmem.git import config as git_config
+from gitmem.git import files as git_files
+from gitmem.git import flush as git_flush
+from gitmem.git import objects as git_objects
+from gitmem.git import wal
+from gitmem.git.lock import LOCK_FILE
+from gitmem.git.redo import RedoLog
+from gitmem.git.refs import BRANCH, META_REF
+from gitmem.git.repo import GitRepo
 from gitmem.highwater import HighWater
 from gitmem.limits import Limits
 from gitmem.paths import parse
+
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
 
 NO_SPACE = (
     "Error: gitmem's storage failed (No space left on device); the memory is unchanged "
@@ -253,7 +264,7 @@ def test_a_kill_between_the_object_writes_and_the_ref_update_leaves_the_old_stat
     # The branch never moved to the dead writer's commit. With the redo log its objects were
     # never written anywhere (only its record would have held them); without it, they are
     # on disk, unreferenced.
-    if gitrepo._wal_on():
+    if git_flush.default_mode().logged:
         assert not GitRepo(repo_path).has(orphan)
     else:
         assert GitRepo(repo_path).read_commit(orphan).parents == (head,)
@@ -552,7 +563,7 @@ def test_a_real_full_filesystem(tmp_path: Path) -> None:
         else:
             assert not outcome["head_unmoved"], outcome
     full_writes = sum("output" in o for o in report["results"])
-    if gitrepo._wal_on():
+    if git_flush.default_mode().logged:
         assert full_writes > 0
     else:
         assert full_writes == 0 and report["files_unchanged"]
@@ -570,7 +581,7 @@ def test_a_real_full_filesystem(tmp_path: Path) -> None:
             assert outcome["content_ok"], outcome
     assert any("output" in o for o in sweep)
     # Without the log a write needs new pages at several steps; with it, only a checkpoint.
-    assert gitrepo._wal_on() or any("error" in o for o in sweep)
+    assert git_flush.default_mode().logged or any("error" in o for o in sweep)
     assert report["write_after"] == "File created successfully at: /memories/after.md"
     assert report["verify_after"] == []
     assert report["commits"] == 3 + full_writes + sum("output" in o for o in sweep)
@@ -584,9 +595,7 @@ def test_a_real_full_filesystem(tmp_path: Path) -> None:
 
 # -- power loss: the redo log rebuilds what the page cache lost (design.md, "The redo log") ----
 
-needs_log = pytest.mark.skipif(
-    not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id (Linux)"
-)
+needs_log = pytest.mark.needs_log
 
 
 def reboot(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -649,7 +658,7 @@ def test_one_write_is_one_flush_of_the_log(
     flushes: list[str] = []
     real_fdatasync = os.fdatasync
     monkeypatch.setattr(os, "fsync", lambda fd: flushes.append("fsync"))
-    monkeypatch.setattr(gitrepo, "syncfs", lambda path: flushes.append("syncfs"))
+    monkeypatch.setattr(git_flush, "syncfs", lambda path: flushes.append("syncfs"))
 
     def fdatasync(fd: int) -> None:
         flushes.append(os.readlink(f"/proc/self/fd/{fd}"))
@@ -801,7 +810,7 @@ def test_every_ref_move_outside_the_log_starts_a_new_generation(
 def test_without_syncfs_there_is_no_log(
     repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gitrepo, "_BATCHED", False)
+    monkeypatch.setattr(git_flush, "default_mode", lambda: git_flush.FSYNC)
     two_writes(repo_path, key, tmp_path)
     assert not (repo_path / wal.LOG_NAME).exists()
     assert MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").files() == {
@@ -871,7 +880,7 @@ def test_a_full_log_starts_a_new_generation(
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.generation > start.generation
     # The checkpoint published the generations before: the ref file is where they ended.
-    assert GitRepo(repo_path)._ref_file(BRANCH) == header.base
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) == header.base
     expected = store.files()
     assert after_reboot(repo_path, key, tmp_path, monkeypatch).files() == expected
 
@@ -899,7 +908,7 @@ def test_a_large_write_is_published_at_once_instead_of_logged(
         os.close(fd)
     head = store.head()
     assert head is not None
-    assert GitRepo(repo_path)._ref_file(BRANCH) == head == header.base
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) == head == header.base
     assert pygit2.Repository(str(repo_path)).get(head) is not None
 
 
@@ -964,17 +973,17 @@ def test_a_recovery_cut_short_runs_again_at_the_next_open(
     record, _, _ = last_record(repo_path)
     drop_record(repo_path, record)
     reboot(tmp_path, monkeypatch)
-    real = GitRepo._checkpoint
+    real = RedoLog.checkpoint
 
-    def power_loss(self: GitRepo, *args: object, **kwargs: object) -> None:
+    def power_loss(self: RedoLog, *args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(GitRepo, "_checkpoint", power_loss)
+    monkeypatch.setattr(RedoLog, "checkpoint", power_loss)
     with pytest.raises(StorageError, match="cannot recover"):
         MemoryStore.open(repo_path, key, state_dir=tmp_path / "state").create(
             parse("/memories/refused.md"), "refused\n"
         )
-    monkeypatch.setattr(GitRepo, "_checkpoint", real)
+    monkeypatch.setattr(RedoLog, "checkpoint", real)
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None and header.boot != wal.boot_id()  # still to recover
     again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
@@ -994,7 +1003,7 @@ def test_a_reader_in_another_process_sees_a_logged_write_before_any_checkpoint(
     header = wal.read_header(repo_path / wal.LOG_NAME)
     assert header is not None
     # Neither the ref file nor any loose object knows the writes: only the log.
-    assert GitRepo(repo_path)._ref_file(BRANCH) == header.base != store.head()
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) == header.base != store.head()
     code = (
         "import json, sys\n"
         "from gitmem import MemoryStore\n"
@@ -1017,12 +1026,12 @@ def test_a_reader_follows_the_log_across_a_new_generation(
     writer = two_writes(repo_path, key, tmp_path)
     reader = MemoryStore.open(repo_path, key, state_dir=tmp_path / "reader")
     assert reader.files() == writer.files()
-    seen = reader.repo._tail
+    seen = reader.repo.log._tail
     assert seen is not None and seen.records == 2 and seen.objects
     writer.checkpoint()
     writer.create(parse("/memories/later.md"), "after the checkpoint\n")
     assert reader.files() == writer.files()
-    now = reader.repo._tail
+    now = reader.repo.log._tail
     assert now is not None and now.generation == seen.generation + 1
     # The old generation's objects were dropped: they are in the repository now.
     assert now.records == 1 and not set(seen.objects) <= set(now.objects)
@@ -1084,7 +1093,7 @@ def test_an_overlay_commit_resolves_from_a_prefix(
     with pytest.raises(KeyError):
         reader.resolve_prefix("0000000000")
     # A prefix that an object of the log and one of the repository share is ambiguous.
-    published = reader._ref_file(META_REF)
+    published = reader.refs.ref_file(META_REF)
     assert published is not None
     twin = next(
         payload
@@ -1105,7 +1114,7 @@ def v1_log(repo: Path, store: MemoryStore, boot: bytes | None) -> tuple[wal.Reco
     repo_objects = [
         (oid, kind, payload)
         for oid in [last.commit, last.tree]
-        for kind, payload in [store.repo._read_any(oid, gitrepo._ANY_KIND)]
+        for kind, payload in [store.repo.read_any(oid, git_objects.ANY_KIND)]
     ]
     record = wal.Record(7, 1, ((BRANCH, last.commit),), tuple((k, p) for _, k, p in repo_objects))
     header = wal.Header(7, boot or bytes(16), before.commit, version=1)
@@ -1219,8 +1228,8 @@ def git_log(repo: Path) -> subprocess.CompletedProcess[str]:
 def extension(repo: Path) -> tuple[bool, int]:
     """Whether the repository's config names the log's extension, and its format version."""
     config = pygit2.Config(str(repo / "config"))
-    named = gitrepo._config_true(config, gitrepo._EXTENSION_KEY)
-    return named, gitrepo._config_int(config, gitrepo._FORMAT_KEY) or 0
+    named = git_config._config_true(config, git_config._EXTENSION_KEY)
+    return named, git_config._config_int(config, git_config._FORMAT_KEY) or 0
 
 
 @needs_log
@@ -1262,18 +1271,18 @@ def test_the_extension_is_set_once_per_generation(
 ) -> None:
     store = two_writes(repo_path, key, tmp_path)
     # Every file counts as settled: the config's identity is remembered.
-    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_FINE_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_SECONDS", -60.0)
     store.checkpoint()
     store.create(parse("/memories/d.md"), "x\n")  # names the extension again
     looked: list[str] = []
-    real = gitrepo._config_true
+    real = git_config._config_true
 
     def counted(config: pygit2.Config, key: str) -> bool:
         looked.append(key)
         return real(config, key)
 
-    monkeypatch.setattr(gitrepo, "_config_true", counted)
+    monkeypatch.setattr(git_config, "_config_true", counted)
     for n in range(3):
         with store.repo.write_lock(5.0):
             store.repo._checkpoint()  # a full log's checkpoint: the extension stays

@@ -23,8 +23,10 @@ import pygit2
 import pytest
 from helpers_proc import in_forked_child
 
-from gitmem import GitMemoryTool, MemoryStore, gitrepo, highwater
-from gitmem.gitrepo import GitRepo
+from gitmem import GitMemoryTool, MemoryStore, highwater
+from gitmem.git import flush as git_flush
+from gitmem.git import handle as git_handle
+from gitmem.git.repo import GitRepo
 
 Holder = Callable[[MemoryStore], contextlib.AbstractContextManager[Callable[[], None]]]
 
@@ -71,8 +73,10 @@ def _lock(get: Callable[[MemoryStore], threading.Lock]) -> Holder:
 def _mid_flush(store: MemoryStore) -> contextlib.AbstractContextManager[Callable[[], None]]:
     """Another writer's flush, shared with this process's writers, under way at the fork."""
     repo = store.repo
-    group = gitrepo._group_sync(
-        f"log:{repo._log}" if gitrepo._wal_on() else f"dev:{os.stat(repo.path).st_dev}"
+    group = git_flush.group_sync(
+        f"log:{repo.log.file}"
+        if git_flush.default_mode().logged
+        else f"dev:{os.stat(repo.path).st_dev}"
     )
 
     def hold(held: threading.Event, release: threading.Event) -> None:
@@ -89,7 +93,7 @@ def _mid_open(store: MemoryStore) -> contextlib.AbstractContextManager[Callable[
     """Another thread opening a repository: the lock held, git's search paths emptied."""
 
     def hold(held: threading.Event, release: threading.Event) -> None:
-        with gitrepo._only_repository_config():
+        with git_handle.only_repository_config():
             held.set()
             release.wait()
 
@@ -128,7 +132,7 @@ def _mid_mark(store: MemoryStore) -> Iterator[Callable[[], None]]:
 
 
 HOLDERS: dict[str, Holder] = {
-    "the redo log reader's lock": _lock(lambda s: s.repo._view_lock),
+    "the redo log reader's lock": _lock(lambda s: s.repo.log._view_lock),
     "a shared flush under way": _mid_flush,
     "the search-path lock, mid-open": _mid_open,
     "the high-water mark's file lock": _mid_mark,
@@ -146,7 +150,7 @@ def test_a_child_forked_while_a_thread_holds_a_lock_uses_the_store(
     store.create("/memories/a.md", "one\n")
     store.create("/memories/d/b.md", "two\n" * 2000)
     assert store.files()  # caches filled, the log followed
-    search_paths = [pygit2.settings.search_path[level] for level in gitrepo._OUTSIDE_CONFIG]
+    search_paths = [pygit2.settings.search_path[level] for level in git_handle._OUTSIDE_CONFIG]
 
     def child() -> None:
         store.create("/memories/child.md", "from the child\n")
@@ -155,7 +159,7 @@ def test_a_child_forked_while_a_thread_holds_a_lock_uses_the_store(
         assert store.listing("/memories/d")
         fresh = MemoryStore.open(repo_path, key)
         assert fresh.read_text("/memories/d/b.md") == "head\n" + "two\n" * 2000
-        now = [pygit2.settings.search_path[level] for level in gitrepo._OUTSIDE_CONFIG]
+        now = [pygit2.settings.search_path[level] for level in git_handle._OUTSIDE_CONFIG]
         assert now == search_paths, now
 
     with HOLDERS[held](store) as release:
@@ -175,7 +179,7 @@ def test_a_forked_child_closes_its_copy_of_the_log_descriptor(
     """Kept, it would pin the log's file (replaced when resized) for the child's whole life."""
     store.create("/memories/a.md", "one\n")
     assert store.read_text("/memories/a.md") == "one\n"
-    opened = store.repo._reading
+    opened = store.repo.log._reading
     if opened is None:
         pytest.skip("no redo log on this platform")
 
@@ -228,7 +232,7 @@ def test_a_child_does_not_keep_the_writer_lock_a_dead_parents_thread_held(
     script = textwrap.dedent(
         f"""
         import os, threading, time
-        from gitmem.gitrepo import GitRepo
+        from gitmem.git.repo import GitRepo
         held = threading.Event()
         def hold():
             with GitRepo({str(repo_path)!r}).write_lock(10):

@@ -20,9 +20,14 @@ from helpers_repo import checkpoint_loose, published
 from pygit2.enums import ObjectType
 
 import gitmem
-from gitmem import gitrepo, parse_path
+from gitmem import parse_path
 from gitmem.cli import main
-from gitmem.gitrepo import BRANCH, GcReport, GitRepo, _pack_index_oids, _stale_pack_leftover
+from gitmem.git import flush as git_flush
+from gitmem.git import maintenance as git_maintenance
+from gitmem.git import repo as git_repo
+from gitmem.git.maintenance import GcReport, _pack_index_oids, _stale_pack_leftover
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
 from gitmem.store import MemoryStore
 
 DAY = 86400.0
@@ -190,7 +195,9 @@ def test_gc_never_removes_a_pack_whose_index_exists(repo_path: Path, key: str) -
     assert saved  # the index was a real one
 
 
-@pytest.mark.skipif(not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id")
+@pytest.mark.skipif(
+    not git_flush.default_mode().logged, reason="the redo log needs syncfs and a boot id"
+)
 def test_gc_publishes_what_the_redo_log_holds_and_loses_nothing(repo_path: Path, key: str) -> None:
     """`gitmem gc` in another process, while every write is in the redo log alone (the branch
     file still at the store's creation): it publishes them first, packs them and prunes
@@ -198,7 +205,7 @@ def test_gc_publishes_what_the_redo_log_holds_and_loses_nothing(repo_path: Path,
     store = filled(repo_path, key)
     commits = [op.commit for op in store.log()]
     states = [store.files(rev=commit) for commit in commits]
-    assert GitRepo(repo_path)._ref_file(BRANCH) != commits[0]  # the log alone holds them
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) != commits[0]  # the log alone holds them
     run = subprocess.run(
         [sys.executable, "-m", "gitmem", "--repo", str(repo_path), "gc", "--grace", "0s", "--json"],
         capture_output=True,
@@ -209,7 +216,7 @@ def test_gc_publishes_what_the_redo_log_holds_and_loses_nothing(repo_path: Path,
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["pruned"] == 0 and report["missing"] == []
-    assert GitRepo(repo_path)._ref_file(BRANCH) == commits[0]
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) == commits[0]
     assert loose_objects(repo_path) == set()
     (idx,) = packs(repo_path)
     assert _pack_index_oids(idx) >= set(commits)
@@ -274,13 +281,13 @@ def test_gc_reads_each_reachable_object_once(
     published(repo_path)  # loose objects, read from their files
     store = MemoryStore.open(repo_path, key)
     reads: list[str] = []
-    read_any = GitRepo._read_any
+    read_any = GitRepo.read_any
 
     def counted(self: GitRepo, oid: str, limits: Mapping[bytes, int]) -> tuple[bytes, bytes]:
         reads.append(oid)
         return read_any(self, oid, limits)
 
-    monkeypatch.setattr(GitRepo, "_read_any", counted)
+    monkeypatch.setattr(GitRepo, "read_any", counted)
     report = store.gc(grace=0)
     assert report.packed > 10
     assert sorted(reads) == sorted(set(reads)) and len(reads) == report.packed
@@ -421,13 +428,13 @@ def test_the_gc_command(repo_path: Path, key: str) -> None:
 def test_writes_pack_loose_objects_and_merge_packs_by_themselves(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import gitrepo
+    from gitmem.git import maintenance as git_maintenance
 
     # Thresholds of one object and two packs, so that a few writes exercise both steps.
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LOOSE", 0)
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
-    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LOOSE", 0)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 2)
+    monkeypatch.setattr(git_maintenance, "AUTO_CHECK_EVERY", 1)
     store = filled(repo_path, key)
     for i in range(12):
         store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
@@ -455,11 +462,11 @@ def test_a_merge_is_spread_over_checkpoints_and_completes(
     the packs copies about that much at each checkpoint (no write waits for all of it), is
     carried on by the next ones, keeps up with the writes, and ends with the packs merged,
     nothing lost and no temporary files left."""
-    from gitmem import pack
+    from gitmem.git import pack
 
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 3)
-    monkeypatch.setattr(gitrepo, "AUTO_MERGE_STEP", 1500)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 3)
+    monkeypatch.setattr(git_maintenance, "AUTO_MERGE_STEP", 1500)
     copied: list[tuple[int, int]] = []
     step = pack.PackMerge.step
 
@@ -472,10 +479,10 @@ def test_a_merge_is_spread_over_checkpoints_and_completes(
 
     monkeypatch.setattr(pack.PackMerge, "step", counted)
     store = filled(repo_path, key, files=3)
-    reports: list[gitrepo.MaintenanceReport] = []
+    reports: list[git_maintenance.MaintenanceReport] = []
     maintain = GitRepo.maintain
 
-    def reported(repo: GitRepo, budget: int | None = None) -> gitrepo.MaintenanceReport:
+    def reported(repo: GitRepo, budget: int | None = None) -> git_maintenance.MaintenanceReport:
         assert budget is not None and budget >= 1500
         reports.append(maintain(repo, budget))
         return reports[-1]
@@ -488,11 +495,11 @@ def test_a_merge_is_spread_over_checkpoints_and_completes(
     # A step passes its budget by one entry at most: these are a few hundred bytes each.
     assert copied and all(size < budget + 1000 for budget, size in copied)
     for i in range(60):  # the last merge started finishes
-        if str(repo_path) not in gitrepo._MERGES:
+        if str(repo_path) not in git_maintenance._MERGES:
             break
         store.insert(parse_path("/memories/d0/f0.md"), 0, f"more {i}")
         store.checkpoint()
-    assert str(repo_path) not in gitrepo._MERGES
+    assert str(repo_path) not in git_maintenance._MERGES
     assert len(packs(repo_path)) < 15  # of the 40 or so checkpoints'
     assert not list(repo_path.glob("gitmem-gc-*"))
     fresh = MemoryStore.open(repo_path, key)
@@ -507,36 +514,36 @@ def test_a_merge_under_way_is_dropped_by_gc_and_by_a_forked_child(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
-    monkeypatch.setattr(gitrepo, "AUTO_MERGE_STEP", 1)
-    monkeypatch.setattr(gitrepo, "AUTO_MERGE_FACTOR", 0)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 2)
+    monkeypatch.setattr(git_maintenance, "AUTO_MERGE_STEP", 1)
+    monkeypatch.setattr(git_maintenance, "AUTO_MERGE_FACTOR", 0)
     store = filled(repo_path, key, files=2)
     for i in range(3):
         store.insert(parse_path("/memories/d0/f0.md"), 0, f"line {i}")
         store.checkpoint()
-    job = gitrepo._MERGES[str(repo_path)]
+    job = git_maintenance._MERGES[str(repo_path)]
     [tmp] = repo_path.glob("gitmem-gc-*")
     # A child forked while the merge was under way: it starts its own and leaves the parent's
     # files alone.
     monkeypatch.setattr(job, "pid", os.getpid() + 1)
     store.insert(parse_path("/memories/d0/f0.md"), 0, "in the child")
     store.checkpoint()
-    assert gitrepo._MERGES[str(repo_path)] is not job and tmp.is_dir()
+    assert git_maintenance._MERGES[str(repo_path)] is not job and tmp.is_dir()
     shutil.rmtree(tmp)
     # Another process merged one of the packs this merge reads: it is dropped, not finished.
-    job = gitrepo._MERGES[str(repo_path)]
+    job = git_maintenance._MERGES[str(repo_path)]
     [tmp] = repo_path.glob("gitmem-gc-*")
     other = GitRepo(repo_path)
     with other.write_lock(5.0):
-        gitrepo._MERGES.pop(str(repo_path))
+        git_maintenance._MERGES.pop(str(repo_path))
         other.maintain()  # a merge of its own, at once: it removes the packs both wanted
-        gitrepo._MERGES[str(repo_path)] = job
+        git_maintenance._MERGES[str(repo_path)] = job
     assert not all(idx.exists() for idx in job.sources)
     store.insert(parse_path("/memories/d0/f0.md"), 0, "after the other merge")
     store.checkpoint()
-    assert gitrepo._MERGES.get(str(repo_path)) is not job and not tmp.exists()
+    assert git_maintenance._MERGES.get(str(repo_path)) is not job and not tmp.exists()
     store.gc(0.0)
-    assert str(repo_path) not in gitrepo._MERGES
+    assert str(repo_path) not in git_maintenance._MERGES
     assert not list(repo_path.glob("gitmem-gc-*")) and len(packs(repo_path)) == 1
     assert MemoryStore.open(repo_path, key).verify().ok
 
@@ -551,12 +558,13 @@ def test_a_process_finishes_its_merge_when_it_exits(repo_path: Path, key: str) -
     before = len(packs(repo_path))
     script = (
         "import sys\n"
-        "from gitmem import MemoryStore, gitrepo, parse_path\n"
-        "gitrepo.AUTO_PACK_LIMIT, gitrepo.AUTO_MERGE_STEP, gitrepo.AUTO_MERGE_FACTOR = 2, 1, 0\n"
+        "from gitmem import MemoryStore, parse_path\n"
+        "from gitmem.git import maintenance as m\n"
+        "m.AUTO_PACK_LIMIT, m.AUTO_MERGE_STEP, m.AUTO_MERGE_FACTOR = 2, 1, 0\n"
         "store = MemoryStore.open(sys.argv[1], sys.argv[2])\n"
         "store.create(parse_path('/memories/last.md'), 'last\\n')\n"
         "store.close()\n"
-        "assert gitrepo._MERGES, 'the merge should still be under way'\n"
+        "assert m._MERGES, 'the merge should still be under way'\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "GITMEM_GC_AUTO"}
     subprocess.run([sys.executable, "-c", script, str(repo_path), key], check=True, env=env)
@@ -573,10 +581,10 @@ def test_a_damaged_pack_fails_the_merge_not_the_write(
     """A pack entry that does not match its index's CRC stops the merge (IntegrityError from
     maintain) before anything is published or removed; a write whose checkpoint tries it
     succeeds all the same."""
-    from gitmem.pack import write_pack
+    from gitmem.git.pack import write_pack
 
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 2)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 2)
     store = filled(repo_path, key, files=2)
     store.checkpoint()
     junk = write_pack(
@@ -594,7 +602,7 @@ def test_a_damaged_pack_fails_the_merge_not_the_write(
     tried: list[int | None] = []
     maintain = GitRepo.maintain
 
-    def spied(repo: GitRepo, budget: int | None = None) -> gitrepo.MaintenanceReport:
+    def spied(repo: GitRepo, budget: int | None = None) -> git_maintenance.MaintenanceReport:
         tried.append(budget)
         return maintain(repo, budget)
 
@@ -608,7 +616,7 @@ def test_a_damaged_pack_fails_the_merge_not_the_write(
 def test_no_maintenance_below_the_thresholds_or_when_turned_off(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import gitrepo
+    from gitmem.git import maintenance as git_maintenance
 
     def checkpointed(repo: Path) -> None:  # each checkpoint publishes one pack
         store = filled(repo, key, files=3)
@@ -616,11 +624,11 @@ def test_no_maintenance_below_the_thresholds_or_when_turned_off(
             store.create(parse_path(f"/memories/c{i}.md"), f"{i}\n")
             store.checkpoint()
 
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 1)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 1)
     checkpointed(repo_path)  # GITMEM_GC_AUTO=0 (conftest)
     assert len(packs(repo_path)) >= 3
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_PACK_LIMIT", 10**9)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LIMIT", 10**9)
     other = repo_path.parent / "other.git"
     checkpointed(other)
     assert len(packs(other)) >= 3
@@ -629,15 +637,16 @@ def test_no_maintenance_below_the_thresholds_or_when_turned_off(
 def test_a_failing_maintenance_does_not_fail_the_write(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitmem import gitrepo
+    from gitmem.git import maintenance as git_maintenance
+    from gitmem.git import repo as git_repo
 
-    def full(self: gitrepo.GitRepo) -> gitrepo.MaintenanceReport:
+    def full(self: git_repo.GitRepo) -> git_maintenance.MaintenanceReport:
         raise OSError(28, "No space left on device")
 
     store = filled(repo_path, key, files=2)
     monkeypatch.delenv("GITMEM_GC_AUTO")
-    monkeypatch.setattr(gitrepo, "AUTO_CHECK_EVERY", 1)
-    monkeypatch.setattr(gitrepo.GitRepo, "maintain", full)
+    monkeypatch.setattr(git_maintenance, "AUTO_CHECK_EVERY", 1)
+    monkeypatch.setattr(git_repo.GitRepo, "maintain", full)
     op = store.create(parse_path("/memories/after.md"), "still written\n")
     assert MemoryStore.open(repo_path, key).head() == op.commit
 

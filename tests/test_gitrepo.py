@@ -1,4 +1,4 @@
-"""gitmem's own readers of raw git objects (gitrepo.parse_tree / parse_commit / _read_loose).
+"""gitmem's own readers of raw git objects (git_objects.parse_tree / parse_commit / _read_loose).
 
 Valid objects must read exactly as libgit2 reads them; anything git's writer would not make
 must be an IntegrityError, never a wrong answer or another exception.
@@ -17,17 +17,16 @@ import pygit2
 import pytest
 from helpers_repo import checkpoint_loose
 
-from gitmem import gitrepo
 from gitmem.errors import FormatLimitExceeded, IntegrityError
-from gitmem.gitrepo import (
-    BLOB_MODE,
-    BRANCH,
-    TREE_MODE,
-    GitRepo,
-    TreeEntry,
-    parse_commit,
-    parse_tree,
-)
+from gitmem.git import files as git_files
+from gitmem.git import objects as git_objects
+from gitmem.git import repo as git_repo
+from gitmem.git.objects import BLOB_MODE, TREE_MODE, TreeEntry, parse_commit, parse_tree
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
+
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
 
 ID_A = "a" * 40
 ID_B = "0123456789abcdef0123456789abcdef01234567"
@@ -187,6 +186,7 @@ def test_packed_objects_read_the_same(repo: GitRepo) -> None:
     assert (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit)) == before
 
 
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_a_packed_object_is_read_from_its_pack_without_opening_a_loose_file(
     repo: GitRepo,
 ) -> None:
@@ -211,6 +211,7 @@ def test_a_packed_object_is_read_from_its_pack_without_opening_a_loose_file(
         repo.read_blob(loose)
 
 
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_a_damaged_pack_gives_way_to_a_loose_copy(tmp_path: Path) -> None:
     repo = GitRepo.init(tmp_path / "r.git")
     oid = repo.write_blob(b"a blob in one pack")
@@ -261,9 +262,9 @@ def test_writes_larger_than_the_format_allows_are_refused(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blob = repo.write_blob(b"x")
-    monkeypatch.setattr(gitrepo, "MAX_TREE_BYTES", 100)
-    monkeypatch.setattr(gitrepo, "MAX_COMMIT_BYTES", 300)
-    monkeypatch.setattr(gitrepo, "MAX_BLOB_BYTES", 10)
+    monkeypatch.setattr(git_repo, "MAX_TREE_BYTES", 100)
+    monkeypatch.setattr(git_repo, "MAX_COMMIT_BYTES", 300)
+    monkeypatch.setattr(git_repo, "MAX_BLOB_BYTES", 10)
     with pytest.raises(FormatLimitExceeded, match="refused to write a tree"):
         repo.write_tree([TreeEntry(f"name{i}", blob, BLOB_MODE) for i in range(4)])
     with pytest.raises(FormatLimitExceeded, match="refused to write a commit"):
@@ -361,13 +362,13 @@ def test_reflogs_stay_off_when_the_config_changes_after_it_was_found_clean(
     """The config found clean is not parsed again while it is the same file; any change to it
     (rewritten in place, or replaced) is looked at under the next lock."""
     # Every config counts as old enough to be remembered (in a test it is seconds old at most).
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
-    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_FINE_SECONDS", -60.0)
     config = repo.path / "config"
     for change in ("in place", "replaced"):
         with repo.write_lock(5):
             pass
-        assert repo._clean_config is not None  # remembered as clean
+        assert repo.config._clean_config is not None  # remembered as clean
         text = config.read_text() + "[core]\n\tlogAllRefUpdates = always\n"
         if change == "in place":
             with config.open("a") as handle:
@@ -408,10 +409,10 @@ def test_objects_are_written_as_libgit2_writes_them(repo: GitRepo) -> None:
 @pytest.mark.parametrize("size", [0, 1, 300, 65534, 65535, 65536, 3 * 65535 + 7])
 def test_loose_objects_are_zlib_streams_any_reader_inflates(repo: GitRepo, size: int) -> None:
     payload = os.urandom(size)
-    oid = repo._write_loose(b"blob", payload)  # how a checkpoint before packs wrote objects
+    oid = repo.objects.write_loose(b"blob", payload)  # how a checkpoint before packs wrote objects
     stream = (repo.path / "objects" / oid[:2] / oid[2:]).read_bytes()
     assert zlib.decompress(stream) == b"blob %d\0" % size + payload
-    assert len(stream) <= gitrepo._deflate_bound(size + 16)  # what the reader allows
+    assert len(stream) <= git_objects._deflate_bound(size + 16)  # what the reader allows
     assert repo.read_blob(oid) == payload
     git = pygit2.Repository(str(repo.path))
     assert git.odb.read(oid)[1] == payload
@@ -425,12 +426,12 @@ def test_a_ref_known_by_its_file_is_read_again_once_the_file_changes(
     ref = repo.path / "refs" / "heads" / "main"
     ref.write_text(f"{ID_A}\n")
     assert repo.ref(BRANCH) == ID_A
-    assert BRANCH not in repo._refs  # just written: not remembered (git's racy rule)
+    assert BRANCH not in repo.refs._refs  # just written: not remembered (git's racy rule)
     # Every file counts as old enough.
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -60.0)
-    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_SECONDS", -60.0)
+    monkeypatch.setattr(git_files, "_RACY_FINE_SECONDS", -60.0)
     assert repo.ref(BRANCH) == ID_A
-    assert BRANCH in repo._refs
+    assert BRANCH in repo.refs._refs
     moved = repo.write_blob(b"another commit, as far as the ref is concerned")
     checkpoint_loose(repo)
     git = pygit2.Repository(str(repo.path))
@@ -454,10 +455,10 @@ def test_a_file_is_settled_only_well_after_its_last_change() -> None:
 
     fine, coarse = changed_at(1_000_000_007), changed_at(1_000_000_000)
     assert fine.st_ctime_ns == 1_000_000_007 and coarse.st_ctime_ns == 1_000_000_000
-    assert not gitrepo._settled(fine, fine.st_ctime + 0.01)
-    assert gitrepo._settled(fine, fine.st_ctime + 0.06)
-    assert not gitrepo._settled(coarse, coarse.st_ctime + 1.5)
-    assert gitrepo._settled(coarse, coarse.st_ctime + 2.5)
+    assert not git_files.settled(fine, fine.st_ctime + 0.01)
+    assert git_files.settled(fine, fine.st_ctime + 0.06)
+    assert not git_files.settled(coarse, coarse.st_ctime + 1.5)
+    assert git_files.settled(coarse, coarse.st_ctime + 2.5)
 
 
 def _open_removed_packs(repo: GitRepo) -> list[str]:
@@ -472,6 +473,7 @@ def _open_removed_packs(repo: GitRepo) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.needs_log  # a checkpoint writes a pack only with the log
 def test_maintenance_lets_go_of_the_packs_it_removes(repo: GitRepo) -> None:
     # Both libgit2 handles a reader keeps (the repository, and the database of its packs that
     # objects are read through first) are dropped once gc removes packs: their files go.
@@ -486,3 +488,11 @@ def test_maintenance_lets_go_of_the_packs_it_removes(repo: GitRepo) -> None:
     repo.gc(grace=0)
     assert _open_removed_packs(repo) == []
     assert repo.read_blob(blobs[-1]) == b"blob 2"
+
+
+def test_gitmem_gitrepo_keeps_the_names_python_api_md_gives() -> None:
+    from gitmem import gitrepo
+
+    assert gitrepo.GitRepo is GitRepo
+    assert gitrepo.EXIT_LOCK_SECONDS == git_repo.EXIT_LOCK_SECONDS
+    assert gitrepo.publish_logged is git_repo.publish_logged

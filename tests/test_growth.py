@@ -23,7 +23,8 @@ from gitmem import GitMemoryTool, Limits, MemoryStore, history
 from gitmem.cache import BoundedCache
 from gitmem.editor import TreeEditor
 from gitmem.format import Record
-from gitmem.gitrepo import TREE_MODE, GitRepo, TreeEntry, parse_tree, tree_bytes
+from gitmem.git.objects import TREE_MODE, TreeEntry, parse_tree, tree_bytes
+from gitmem.git.repo import GitRepo
 from gitmem.limits import StoreSizer
 from gitmem.store import Change
 from gitmem.tree import TreeCodec

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem import MemoryStore, gitrepo
+from gitmem import MemoryStore
 from gitmem.errors import UsageError
 from gitmem.options import StoreOptions
 from gitmem.paths import parse
@@ -36,7 +36,7 @@ def idle_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("gitmem idle publish")]
 
 
-@pytest.mark.skipif(not gitrepo._wal_on(), reason="writes are not logged on this platform")
+@pytest.mark.needs_log
 def test_plain_git_reads_an_open_store_soon_after_its_last_write(repo_path: Path, key: str) -> None:
     tool = gitmem.GitMemoryTool(repo_path, key=key, publish_idle=0.2)
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "hello\n"})
@@ -56,7 +56,7 @@ def test_plain_git_reads_an_open_store_soon_after_its_last_write(repo_path: Path
     tool.close()
 
 
-@pytest.mark.skipif(not gitrepo._wal_on(), reason="writes are not logged on this platform")
+@pytest.mark.needs_log
 def test_a_burst_of_writes_is_published_once_after_it(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,7 +79,7 @@ def test_a_burst_of_writes_is_published_once_after_it(
     assert len(git_log(repo_path).stdout.split()) == 20
 
 
-@pytest.mark.skipif(not gitrepo._wal_on(), reason="writes are not logged on this platform")
+@pytest.mark.needs_log
 def test_without_idle_publishing_writes_wait_for_close(repo_path: Path, key: str) -> None:
     store = MemoryStore.init(repo_path, key, publish_idle=None)
     store.create(parse("/memories/a.md"), "x\n")

@@ -32,7 +32,8 @@ from gitmem.errors import (
     WrongPassphrase,
 )
 from gitmem.format import StoreMeta
-from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.git.refs import BRANCH, META_REF
+from gitmem.git.repo import GitRepo
 from gitmem.keysource import user_key_path, write_key_file
 from gitmem.paths import MemoryPath, parse
 from gitmem.tree import TreeCodec

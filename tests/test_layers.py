@@ -1,8 +1,9 @@
 """The package's layers hold: no module imports one of its own layer or above.
 
-``LAYERS`` is the one declaration of the order, lowest first; ARCHITECTURE.md ("Code map") says
-the same in prose. Imports under ``TYPE_CHECKING`` and inside functions count too: a lower
-layer that needs something of a higher one gets a seam (a protocol, a callback) instead.
+``LAYERS`` is the one declaration of the order, lowest first, and ``GIT_LAYERS`` the order
+inside the git storage (``gitmem/git/``); ARCHITECTURE.md ("Code map") says the same in prose.
+Imports under ``TYPE_CHECKING`` and inside functions count too: a lower layer that needs
+something of a higher one gets a seam (a protocol, a callback) instead.
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ LAYERS: list[set[str]] = [
         "workers",
         "chunking",
         "cache",
-        "wal",
         "buckets",
         "shardmap",
     },
-    {"pack"},
-    {"gitrepo", "keysource", "highwater"},
+    {"git"},  # the git storage, a subpackage layered in turn (GIT_LAYERS)
+    {"keysource", "highwater", "gitrepo"},  # gitrepo: compatibility names for python-api.md
     {"tree", "replica", "keyslots"},
     {"snapshot", "editor"},
     {"render", "merge", "keymerge", "strength"},
@@ -54,8 +54,20 @@ LAYERS: list[set[str]] = [
     {"__init__", "__main__"},
 ]
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
-# The one module that may import each heavy dependency.
-ONLY_IMPORTER = {"pygit2": "gitrepo", "cryptography": "crypto", "zxcvbn": "strength"}
+# The layers of the git storage, lowest first: objects and refs know nothing of the redo log,
+# which sits over them; maintenance reads through a protocol (objects.Reader) that the
+# repository fills; only repo composes them all.
+GIT_LAYERS: list[set[str]] = [
+    {"wal", "files"},  # the redo log's bytes; what the layers share about files
+    {"pack", "handle", "flush"},  # packs gitmem writes; opening with libgit2; the write mode
+    {"objects", "refs", "config", "lock"},
+    {"redo", "maintenance", "remotes"},
+    {"repo"},
+    {"__init__"},
+]
+GIT_RANK = {name: rank for rank, layer in enumerate(GIT_LAYERS) for name in layer}
+# The one module (or subpackage) that may import each heavy dependency.
+ONLY_IMPORTER = {"pygit2": "git", "cryptography": "crypto", "zxcvbn": "strength"}
 
 
 def modules() -> list[tuple[tuple[str, ...], Path]]:
@@ -134,6 +146,71 @@ def test_no_module_imports_its_own_layer_or_above(parts: tuple[str, ...], file: 
     assert problems == []
 
 
+def sub(parts: tuple[str, ...]) -> str:
+    """The module of the git storage that ``parts`` (below ``gitmem``) names."""
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+GIT_MODULES = [(parts, file) for parts, file in MODULES if top(parts) == "git"]
+
+
+def test_every_git_module_has_a_layer() -> None:
+    missing = sorted({sub(parts) for parts, _ in GIT_MODULES} - GIT_RANK.keys())
+    assert missing == [], f"add these modules to GIT_LAYERS (and ARCHITECTURE.md): {missing}"
+
+
+@pytest.mark.parametrize(("parts", "file"), GIT_MODULES, ids=[".".join(p) for p, _ in GIT_MODULES])
+def test_no_git_module_imports_its_own_layer_or_above(parts: tuple[str, ...], file: Path) -> None:
+    here = sub(parts)
+    problems = []
+    for target, line, external in imported(parts, file):
+        if external or top(target) != "git":
+            continue
+        there = sub(target)
+        if GIT_RANK[there] >= GIT_RANK[here]:
+            problems.append(
+                f"line {line}: git.{here} (layer {GIT_RANK[here]}) imports git.{there} "
+                f"(layer {GIT_RANK[there]})"
+            )
+    assert problems == []
+
+
+def test_no_import_cycle() -> None:
+    """No module of the package reaches itself through its imports (a cycle would need an
+    import sideways or up, which the tests above refuse; this says which modules form it)."""
+    graph: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for parts, file in MODULES:
+        node = parts[:-1] if parts[-1] == "__init__" else parts
+        graph.setdefault(node, set()).update(
+            t for t, _, external in imported(parts, file) if not external and is_module(t)
+        )
+    done: set[tuple[str, ...]] = set()
+
+    def visit(node: tuple[str, ...], path: list[tuple[str, ...]]) -> None:
+        if node in path:
+            cycle = [*path[path.index(node) :], node]
+            raise AssertionError("import cycle: " + " -> ".join(".".join(n) for n in cycle))
+        if node in done:
+            return
+        for target in sorted(graph.get(node, ())):
+            visit(target, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+
+
+def test_the_storage_is_imported_only_through_its_modules() -> None:
+    """Nothing outside ``gitmem/git/`` imports the subpackage itself or ``repo``'s layers by
+    way of ``gitmem.git`` (its ``__init__`` exports nothing): each import names its module."""
+    for parts, file in MODULES:
+        if top(parts) == "git":
+            continue
+        for target, line, external in imported(parts, file):
+            if not external and target == ("git",):
+                raise AssertionError(f"{'.'.join(parts)} line {line} imports gitmem.git itself")
+
+
 def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
     bad = tmp_path / "paths.py"
     bad.write_text(
@@ -181,6 +258,18 @@ def test_the_code_map_names_every_module_in_layer_order() -> None:
     for item, layer in zip(items, LAYERS, strict=True):
         named = set(re.findall(r"`([a-z_]+)`", item))
         assert layer <= named, f"the code map's item for {sorted(layer)} misses {layer - named}"
+
+
+def test_the_code_map_names_every_git_module_in_layer_order() -> None:
+    text = ARCHITECTURE.read_text("utf-8")
+    code_map = text[text.index("\n## Code map\n") :]
+    item = re.search(r"^\d+\. \*\*`git`.*?(?=^\d+\. )", code_map, flags=re.M | re.S)
+    assert item is not None, "the code map has no item for the git storage"
+    layers = re.findall(r"^   [a-z]\. (.*?)(?=^   [a-z]\. |\Z)", item.group(0), flags=re.M | re.S)
+    assert len(layers) == len(GIT_LAYERS) - 1  # __init__ aside
+    for text_of_layer, layer in zip(layers, GIT_LAYERS, strict=False):
+        named = set(re.findall(r"`([a-z_]+)`", text_of_layer))
+        assert layer <= named, f"the code map's git layer {sorted(layer)} misses {layer - named}"
 
 
 def test_the_design_contents_list_every_section() -> None:

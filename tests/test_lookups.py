@@ -22,7 +22,7 @@ from gitmem.crypto import StoreKeys
 from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError
 from gitmem.format import KIND_FILE
-from gitmem.gitrepo import TREE_MODE, TreeEntry, parse_tree
+from gitmem.git.objects import TREE_MODE, TreeEntry, parse_tree
 from gitmem.paths import parse
 from gitmem.snapshot import Snapshot
 from gitmem.store import Change

@@ -19,10 +19,11 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitmem import fsutil, pack
-from gitmem.pack import PackObject, write_pack
+from gitmem import fsutil
+from gitmem.git import pack
+from gitmem.git.pack import PackObject, write_pack
+from gitmem.git.wal import object_id
 from gitmem.store import MemoryStore
-from gitmem.wal import object_id
 
 IDENTITY = b"A U Thor <author@example.com> 0 +0000"
 
@@ -535,7 +536,7 @@ def test_durable_before_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
-from gitmem.pack import write_pack
+from gitmem.git.pack import write_pack
 
 def objects():
     for i in range(50):

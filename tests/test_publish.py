@@ -26,7 +26,8 @@ from click.testing import CliRunner
 import gitmem
 from gitmem.cli import main as cli_main
 from gitmem.errors import LockTimeout, RemoteError
-from gitmem.gitrepo import LOCK_FILE, GitRepo
+from gitmem.git.lock import LOCK_FILE
+from gitmem.git.repo import GitRepo
 
 # Every test here needs the redo log, which needs a boot id and syncfs (Linux).
 pytestmark = pytest.mark.skipif(
@@ -122,6 +123,26 @@ def test_a_cli_write_whose_publish_fails_succeeds_with_a_warning(
     assert gitmem.MemoryStore.open(repo_path, key).read_text("/memories/a.md") == "hello\n"
 
 
+def test_the_mcp_server_whose_publish_fails_warns_in_the_clis_words(
+    store: gitmem.MemoryStore, repo_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One owner of publishing at close (gitmem.store.close_for_exit), one wording of its warning.
+    from gitmem import mcp_server
+
+    def refuse() -> None:
+        raise LockTimeout(f"another writer held the lock on {repo_path} for over 30s")
+
+    store.create("/memories/a.md", "hello\n")
+    store.close = refuse  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="gitmem"):
+        mcp_server._publish(store)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"gitmem mcp: warning: the writes were not published for git (another writer held the "
+        f"lock on {repo_path} for over 30s); gitmem reads them, and `gitmem --repo {repo_path} "
+        "checkpoint` publishes them"
+    ]
+
+
 def test_a_library_write_is_in_the_log_until_close(store: gitmem.MemoryStore) -> None:
     store.create("/memories/a.md", "one\n")
     assert GitRepo.log_pending_at(store.path)
@@ -172,7 +193,7 @@ def test_publishing_keeps_the_users_own_extensions(store: gitmem.MemoryStore) ->
     ],
 )
 def test_only_an_empty_extensions_section_is_dropped(config: bytes, tidied: bytes) -> None:
-    assert gitmem.gitrepo._without_empty_extensions(config) == tidied
+    assert gitmem.git.config._without_empty_extensions(config) == tidied
 
 
 def test_the_tools_publish_when_closed(repo_path: Path, key: str) -> None:
@@ -242,8 +263,8 @@ def test_a_publish_at_exit_that_cannot_lock_warns_and_exits(
     store: gitmem.MemoryStore, repo_path: Path, key: str
 ) -> None:
     code = f"""
-        import sys, gitmem, gitmem.gitrepo
-        gitmem.gitrepo.EXIT_LOCK_SECONDS = 0.2
+        import sys, gitmem, gitmem.git.repo
+        gitmem.git.repo.EXIT_LOCK_SECONDS = 0.2
         s = gitmem.MemoryStore.open({str(repo_path)!r})
         s.create("/memories/a.md", "one\\n")
         print("written", flush=True)
@@ -282,7 +303,7 @@ def test_a_forked_child_does_not_publish_its_parents_writes(
         if pid == 0:
             sys.exit(0)  # runs the exit handlers of the child
         os.waitpid(pid, 0)
-        print(gitmem.gitrepo.GitRepo.log_pending_at({str(repo_path)!r}), flush=True)
+        print(gitmem.git.repo.GitRepo.log_pending_at({str(repo_path)!r}), flush=True)
         """,
         key,
     )
@@ -329,13 +350,13 @@ def test_the_mcp_server_publishes_once_when_a_second_signal_comes_while_it_does(
     # writer lock: it must not start another publish, which would wait for that very lock.
     code = """
         import os, signal, sys
-        from gitmem import gitrepo
+        from gitmem.git import repo as git_repo
         from gitmem.cli import main
-        checkpoint = gitrepo.GitRepo._checkpoint
+        checkpoint = git_repo.GitRepo._checkpoint
         def second_signal(self, *args, **kwargs):
             os.kill(os.getpid(), signal.SIGINT)
             return checkpoint(self, *args, **kwargs)
-        gitrepo.GitRepo._checkpoint = second_signal
+        git_repo.GitRepo._checkpoint = second_signal
         main(sys.argv[1:])
         """
     server = subprocess.Popen(

@@ -17,7 +17,7 @@ from helpers_repo import published
 
 from gitmem import MemoryStore, RollbackDetected
 from gitmem.format import META_ENTRY, StoreMeta
-from gitmem.gitrepo import BRANCH, META_REF
+from gitmem.git.refs import BRANCH, META_REF
 from gitmem.highwater import HighWater, Mark
 from gitmem.paths import parse
 

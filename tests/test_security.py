@@ -35,9 +35,9 @@ from helpers_repo import published
 
 import gitmem
 from gitmem import GitMemoryTool, IntegrityError, MemoryStore, RollbackDetected, WrongKey
-from gitmem import pack as packfile
 from gitmem.cli import main as cli_main
 from gitmem.crypto import KEY_TEXT_PREFIX
+from gitmem.git import pack as packfile
 
 
 def git(repo: Path, *args: str) -> bytes:
@@ -431,7 +431,7 @@ def test_altered_ciphertext_under_the_same_name(
     blob = bytearray(pygit2.Repository(str(published(repo_path)))[objs.chunk].read_raw())
     blob[len(blob) // 2] ^= 0x80
     _rewrite_loose(repo_path, objs.chunk, b"blob", bytes(blob))
-    # gitmem turns the hash check on (gitmem/gitrepo.py); off, the crypto layer alone is tested.
+    # gitmem turns the hash check on (gitmem/git/handle.py); off, the crypto layer alone is tested.
     pygit2.settings.enable_strict_hash_verification(hash_check)
     try:
         with pytest.raises(IntegrityError) as info:

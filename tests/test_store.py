@@ -14,6 +14,9 @@ import gitmem
 from gitmem import parse_path
 from gitmem.cli import main
 
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
+
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return subprocess.run(

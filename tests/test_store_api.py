@@ -19,7 +19,9 @@ from gitmem.errors import (
     NotFound,
     StorageError,
 )
-from gitmem.gitrepo import BRANCH, Durability, GitRepo
+from gitmem.git.flush import Durability
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
 from gitmem.store import Change, NoChange, Operation
 from gitmem.textops import TextNotFound
 

@@ -30,7 +30,8 @@ from gitmem.errors import (
     RemoteError,
     UsageError,
 )
-from gitmem.gitrepo import BRANCH, Incoming
+from gitmem.git.refs import BRANCH
+from gitmem.git.remotes import Incoming
 from gitmem.paths import parse
 from gitmem.store import Change, Operation
 

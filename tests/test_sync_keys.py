@@ -16,7 +16,8 @@ from gitmem.cli import main
 from gitmem.crypto import KdfParams
 from gitmem.editor import TreeEditor
 from gitmem.errors import IntegrityError, KeysDiverged
-from gitmem.gitrepo import BRANCH, META_REF, GitRepo
+from gitmem.git.refs import BRANCH, META_REF
+from gitmem.git.repo import GitRepo
 from gitmem.operation import Operation
 from gitmem.paths import parse
 from gitmem.store import Change

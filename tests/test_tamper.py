@@ -49,9 +49,12 @@ from helpers_repo import published, unpack
 from pygit2.enums import ObjectType
 
 import gitmem
-from gitmem import GitMemError, GitMemoryTool, MemoryStore, gitrepo
+from gitmem import GitMemError, GitMemoryTool, MemoryStore
 from gitmem.cli import main as cli_main
 from gitmem.crypto import KdfParams
+from gitmem.git import maintenance as git_maintenance
+from gitmem.git import objects as git_objects
+from gitmem.git.repo import GitRepo
 from gitmem.paths import parse
 
 BRANCH = "refs/heads/main"
@@ -324,7 +327,7 @@ def rewrite_loose(v: Victim, oid: str, content: bytes) -> None:
     packs = [
         idx
         for idx in (v.repo / "objects" / "pack").glob("pack-*.idx")
-        if oid in gitrepo._pack_index_oids(idx)
+        if oid in git_maintenance._pack_index_oids(idx)
     ]
     unpack(v.repo, packs)
     path.parent.mkdir(exist_ok=True)
@@ -344,12 +347,12 @@ def no_hash_check() -> Iterator[None]:
     """Reads without hash checks (libgit2's and gitmem's own for loose objects): a stand-in
     for a SHA-1 second preimage."""
     pygit2.settings.enable_strict_hash_verification(False)
-    gitrepo._CHECK_LOOSE_HASHES = False
+    git_objects._CHECK_LOOSE_HASHES = False
     try:
         yield
     finally:
-        gitrepo._CHECK_LOOSE_HASHES = True
-        pygit2.settings.enable_strict_hash_verification(True)  # gitmem's setting (gitrepo.py)
+        git_objects._CHECK_LOOSE_HASHES = True
+        pygit2.settings.enable_strict_hash_verification(True)  # gitmem's setting (git/handle.py)
 
 
 # -- what each case expects -----------------------------------------------------------------------
@@ -993,7 +996,7 @@ def _held(path: Path, key: str, state: Path) -> MemoryStore:
 def _edit_meta(path: Path, how: str) -> None:
     """What someone who can write the repository, and holds no key, does to the slots:
     plants a slot (a copy of alice's under a new id), or drops alice's."""
-    repo = gitrepo.GitRepo(path)
+    repo = GitRepo(path)
     old = repo.ref(META)
     assert old is not None
     body = json.loads(repo.read_blob(old))
@@ -1040,7 +1043,7 @@ def test_an_edited_metadata_ref_is_refused_and_never_stamped(
     # accept-head points the ref back at the metadata the head carries; all works again.
     accepted = CliRunner().invoke(cli_main, ["--repo", str(store.path), "accept-head"], env=env)
     assert accepted.exit_code == 0, accepted.output
-    assert gitrepo.GitRepo(store.path).ref(META) == good
+    assert GitRepo(store.path).ref(META) == good
     again = MemoryStore.open(store.path, passphrase="alice's passphrase", state_dir=state)
     assert [slot["label"] for slot in again.key_slots()] == ["initial key", "alice"]
     again.create(note, "x\n")

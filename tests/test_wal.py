@@ -16,10 +16,17 @@ from typing import Any
 import pygit2
 import pytest
 
-from gitmem import MemoryStore, gitrepo, wal
+from gitmem import MemoryStore
 from gitmem.errors import IntegrityError
-from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.git import files as git_files
+from gitmem.git import redo as git_redo
+from gitmem.git import wal
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
 from gitmem.paths import parse
+
+# Each test runs in every write mode of the platform (tests/conftest.py, write_mode).
+pytestmark = pytest.mark.usefixtures("write_mode")
 
 BOOT = uuid.uuid4().bytes
 HEAD_A = "a" * 40
@@ -178,17 +185,17 @@ def test_a_log_filled_by_few_records_doubles_and_by_many_halves() -> None:
 
 # -- following the log from a GitRepo: kept open, exact without timestamps ------------------
 
-needs_log = pytest.mark.skipif(
-    not gitrepo._wal_on(), reason="the redo log needs syncfs and a boot id (Linux)"
-)
+needs_log = pytest.mark.needs_log
 # A second process that acts on the store: argv is the repository, the key, a state
 # directory and an action; it prints the branch's head afterwards.
 _OTHER = """
 import os
 import sys
-from gitmem import MemoryStore, wal
+from gitmem import MemoryStore
 from gitmem.errors import IntegrityError
-from gitmem.gitrepo import BRANCH, GitRepo
+from gitmem.git import wal
+from gitmem.git.refs import BRANCH
+from gitmem.git.repo import GitRepo
 from gitmem.paths import parse
 repo, key, state, action = sys.argv[1:5]
 store = MemoryStore.open(repo, key, state_dir=state, check_rollback=False)
@@ -224,7 +231,7 @@ def reader(repo_path: Path, key: str, tmp_path: Path) -> GitRepo:
     store.create(parse("/memories/a.md"), "a\n")
     store.create(parse("/memories/b.md"), "b\n")
     repo = GitRepo(repo_path)
-    tail = repo._view()
+    tail = repo.log.view()
     assert tail is not None and tail.records == 2
     return repo
 
@@ -245,8 +252,8 @@ def test_following_a_log_with_nothing_new_opens_nothing(
         opened.append(path)
         return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", 3600.0)  # never settled
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", 3600.0)
+    monkeypatch.setattr(git_files, "_RACY_FINE_SECONDS", 3600.0)  # never settled
+    monkeypatch.setattr(git_files, "_RACY_SECONDS", 3600.0)
     head = reader.ref(BRANCH)
     monkeypatch.setattr(os, "open", counting)
     assert [reader.ref(BRANCH) for _ in range(5)] == [head] * 5
@@ -260,7 +267,7 @@ def test_a_record_another_process_appends_is_seen_at_once(
     for n in range(3):
         head = other_process(repo_path, key, tmp_path, f"write:n{n}")
         assert reader.ref(BRANCH) == head
-    tail = reader._tail
+    tail = reader.log._tail
     assert tail is not None and tail.records == 5
 
 
@@ -274,9 +281,9 @@ def test_a_record_appended_without_moving_the_logs_times_is_seen(
 ) -> None:
     """The racy case: a file system whose times did not move (coarse, or a clock stepped
     back) and a reader that trusts them. The record is found by reading, not by the times."""
-    monkeypatch.setattr(gitrepo, "_RACY_FINE_SECONDS", -3600.0)  # always settled
-    monkeypatch.setattr(gitrepo, "_RACY_SECONDS", -3600.0)
-    monkeypatch.setattr(gitrepo, "_identity", lambda info: (info.st_dev, info.st_ino))
+    monkeypatch.setattr(git_files, "_RACY_FINE_SECONDS", -3600.0)  # always settled
+    monkeypatch.setattr(git_files, "_RACY_SECONDS", -3600.0)
+    monkeypatch.setattr(git_files, "identity", lambda info: (info.st_dev, info.st_ino))
     assert reader.ref(BRANCH) == reader.ref(BRANCH)
     head = other_process(repo_path, key, tmp_path, "write:racy")
     assert reader.ref(BRANCH) == head
@@ -286,14 +293,14 @@ def test_a_record_appended_without_moving_the_logs_times_is_seen(
 def test_a_checkpoint_by_another_process_is_followed_in_place(
     reader: GitRepo, repo_path: Path, key: str, tmp_path: Path
 ) -> None:
-    seen = reader._tail
+    seen = reader.log._tail
     assert seen is not None
     inode = log_inode(repo_path)
     head = other_process(repo_path, key, tmp_path, "checkpoint")
     assert log_inode(repo_path) == inode  # the header was rewritten in the same file
     # A new generation without records: the branch is the ref file again.
-    assert reader.ref(BRANCH) == head == reader._ref_file(BRANCH)
-    tail = reader._tail
+    assert reader.ref(BRANCH) == head == reader.refs.ref_file(BRANCH)
+    tail = reader.log._tail
     assert tail is not None and (tail.generation, tail.records) == (seen.generation + 1, 0)
     head = other_process(repo_path, key, tmp_path, "write:after")
     assert reader.ref(BRANCH) == head
@@ -309,7 +316,7 @@ def test_a_log_replaced_by_another_process_is_followed(
     assert log_inode(repo_path) != inode
     head = other_process(repo_path, key, tmp_path, "write:resized")
     assert reader.ref(BRANCH) == head
-    tail = reader._tail
+    tail = reader.log._tail
     assert tail is not None and tail.records == 1 and tail.inode == log_inode(repo_path)
 
 
@@ -319,7 +326,7 @@ def test_a_log_replaced_by_one_with_the_same_header_is_followed(
 ) -> None:
     """Only the file tells them apart: a copy of the log with one more record, renamed over."""
     log = repo_path / wal.LOG_NAME
-    tail = reader._tail
+    tail = reader.log._tail
     header = wal.read_header(log)
     assert tail is not None and header is not None
     record = wal.Record(header.generation, tail.seq, ((BRANCH, HEAD_B),), (blob(b"more"),))
@@ -339,8 +346,8 @@ def test_a_removed_log_is_followed_and_so_is_a_new_one(
     kept = log.read_bytes()
     log.unlink()
     # No log: the ref file alone (which the two writes never moved).
-    assert reader.ref(BRANCH) == reader._ref_file(BRANCH)
-    assert reader._tail is None
+    assert reader.ref(BRANCH) == reader.refs.ref_file(BRANCH)
+    assert reader.log._tail is None
     log.write_bytes(kept)
     log.chmod(0o600)
     head = other_process(repo_path, key, tmp_path, "write:new-log")
@@ -353,7 +360,7 @@ def test_a_forked_child_does_not_trust_the_parents_descriptor(
 ) -> None:
     """The child may have closed it and opened another file under the same number."""
     head = reader.ref(BRANCH)
-    opened = reader._reading
+    opened = reader.log._reading
     assert opened is not None
     decoy = tmp_path / "decoy"
     decoy.write_bytes(bytes(8192))
@@ -442,7 +449,7 @@ def test_a_record_another_thread_read_before_its_writer_took_it_in_is_taken_in_o
     def then_read(fd: int, data: bytes, offset: int) -> int:
         written = real_pwrite(fd, data, offset)
         if data.startswith(wal.RECORD_MAGIC):
-            reading = threading.Thread(target=store.repo._view)
+            reading = threading.Thread(target=store.repo.log.view)
             reading.start()
             reading.join()
         return written
@@ -451,8 +458,8 @@ def test_a_record_another_thread_read_before_its_writer_took_it_in_is_taken_in_o
     for n in range(3):
         store.create(parse(f"/memories/raced{n}.md"), f"{n}\n")
     monkeypatch.undo()
-    fresh = GitRepo(repo_path)._view()
-    tail = store.repo._tail
+    fresh = GitRepo(repo_path).log.view()
+    tail = store.repo.log._tail
     assert fresh is not None and tail is not None
     assert (tail.offset, tail.seq, tail.last) == (fresh.offset, fresh.seq, fresh.last)
     assert fresh.records == 5 and reader.ref(BRANCH) == fresh.last
@@ -499,7 +506,7 @@ def test_a_reader_collected_at_interpreter_exit_closes_its_log_quietly(
     assert len(opened) == 1
     unraisable: list[object] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    monkeypatch.setattr(gitrepo, "_PROCESS", None)  # as module teardown leaves it
+    monkeypatch.setattr(git_redo, "PROCESS", None)  # as module teardown leaves it
     del repo
     gc.collect()
     monkeypatch.undo()
@@ -588,7 +595,7 @@ def test_a_version_1_record_is_bounded_by_its_files_size(tmp_path: Path) -> None
 def test_a_sparse_log_declaring_gigabytes_is_refused_without_reading_them(
     reader: GitRepo, repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tail = reader._tail
+    tail = reader.log._tail
     assert tail is not None
     log = repo_path / wal.LOG_NAME
     sparse_record(log, tail.offset, tail.generation, tail.seq, (1 << 31) - 1)

@@ -14,7 +14,7 @@ from helpers_repo import published
 from gitmem import MemoryStore, workers
 from gitmem.errors import IntegrityError
 from gitmem.format import COMPRESS_ZLIB, ROLE_CHUNK, ROLE_HEADER, chunk_entry, encode_header
-from gitmem.gitrepo import BLOB_MODE, TreeEntry
+from gitmem.git.objects import BLOB_MODE, TreeEntry
 from gitmem.paths import parse
 
 

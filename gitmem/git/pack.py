@@ -19,8 +19,8 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from .chunking import common_prefix, common_suffix
-from .fsutil import NEW_FILE_FLAGS, fsync_dir, fsync_file, make_private_dirs, write_all
+from ..chunking import common_prefix, common_suffix
+from ..fsutil import NEW_FILE_FLAGS, fsync_dir, fsync_file, make_private_dirs, write_all
 from .wal import object_id
 
 PackObject = tuple[bytes, bytes] | tuple[str, bytes, bytes]
@@ -71,10 +71,10 @@ _IDX_MAGIC = b"\xfftOc"
 def zlib_stored(data: bytes) -> bytes:
     """``data`` as a zlib stream of stored (uncompressed) deflate blocks, as level 0 writes it.
 
-    For ciphertext, which does not compress: building the stream here costs a few
-    microseconds, where ``zlib.compress`` sets up a deflate state of some 256 KiB per call (a
-    tenth of a millisecond or more, most of a small object's write). Any zlib reader (git,
-    libgit2, ``zlib.decompress``) reads it.
+    For ciphertext, which does not compress: building the stream here copies the bytes once,
+    where ``zlib.compress`` sets up a deflate state of some 256 KiB per call, which for a small
+    object costs more than the rest of its write. Any zlib reader (git, libgit2,
+    ``zlib.decompress``) reads it.
     """
     parts = [b"\x78\x01"]  # deflate, 32 KiB window, no dictionary, "fastest" (31 | 0x7801)
     for start in range(0, max(len(data), 1), _STORED_BLOCK):
@@ -91,24 +91,21 @@ def _deflate(kind: bytes, payload: bytes, deflate_min: int = 0) -> bytes:
     if kind == b"blob":
         return zlib_stored(payload)  # ciphertext: deflate would only add its own overhead
     if len(payload) < deflate_min:
-        # Setting up a deflater costs about 10 µs whatever the payload, and a small one is
-        # mostly ids and sealed names, which do not compress: in checkpoints of a directory of
-        # 10,000 files, deltas under 100 bytes (one changed entry) came out of deflate a third
-        # larger than their own size, and 2-entry file trees no smaller. Storing what is under
-        # CHECKPOINT_DEFLATE_MIN cut a checkpoint's pack time by a tenth for 1.3% more bytes.
+        # Setting up a deflater costs the same whatever the payload, and a small one is mostly
+        # ids and sealed names, which do not compress: a delta of one changed entry, or a
+        # 2-entry file tree, comes out of deflate no smaller (often larger) than it went in.
+        # Storing what is under CHECKPOINT_DEFLATE_MIN saves that set-up for a few bytes.
         return zlib_stored(payload)
     if len(payload) > _DEFLATE_LIMIT:
-        # A large tree (a directory of over a thousand entries) took about 9 ms to deflate at
-        # level 1 for 600 KB, and a checkpoint writes it again at every write that changes
-        # the directory: it is stored whole once per delta chain, its versions as deltas.
+        # A large tree (a directory of over a thousand entries) costs milliseconds to deflate,
+        # and a checkpoint would write it again at every write that changes the directory: it
+        # is stored whole once per delta chain, its versions as deltas.
         return zlib_stored(payload)
-    # Trees and commits do shrink at level 1: by about a quarter and a fifth in a store of the
-    # progress-log workload (benchmarks/bench_history_size.py): their text (modes, headers,
-    # hex ids, the encoding of sealed names and records) is not random. That costs about 10 µs
-    # an object against 1.5 for stored blocks, a few milliseconds for a few hundred objects,
-    # and those bytes stay on disk. A 4 KiB window and memLevel 4 (rather than 32 KiB and 8)
-    # compressed that store's trees and commits within 0.1% of the same size, with a sixth of
-    # the state to set up: 10 µs rather than 16 for a median tree.
+    # Trees and commits do shrink at level 1: their text (modes, headers, hex ids, the encoding
+    # of sealed names and records) is not random, and the bytes saved stay on disk while the
+    # time is spent once. A 4 KiB window and memLevel 4 (rather than 32 KiB and 8) compress
+    # them about as well with far less state to set up per object (a store of the workload of
+    # benchmarks/bench_history_size.py shows both).
     deflater = zlib.compressobj(1, zlib.DEFLATED, 12, 4)
     return deflater.compress(payload) + deflater.flush()
 
@@ -461,9 +458,9 @@ class _TreeBases:
     older version is a delta of its newer one. A tree with no other version of its path among
     the trees kept (its path's newest in the pack) may be a delta only of a tree stored whole:
     a delta of another path's tree that is itself a delta chains unrelated trees, and a memory
-    file's tree shares its header entry (same size, same header blob) with other notes', which
-    chained 10,000 notes' current trees 28 deltas deep on average, up to 50 (performance.md,
-    "Shallow delta chains for file trees").
+    file's tree shares its header entry (same size, same header blob) with other notes', so
+    such deltas would chain every note's current tree through unrelated ones, dozens deep
+    (performance.md, "Shallow delta chains for file trees").
 
     **By first entries otherwise.** A tree with no name (a split directory's buckets
     ``b00``…, or a pack whose objects come in another order) is found by its first two

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import IntegrityError
+from ..errors import IntegrityError
 
 LOG_NAME = "gitmem.wal"
 """The log's file name in the repository."""
@@ -325,7 +325,7 @@ class Tail:
     def add(self, record: Record, end: int, ref: str, ids: Sequence[str] | None = None) -> None:
         """Take in ``record``, which ends at offset ``end``; ``ids``: its objects' ids, in
         order, when the caller has them (the writer computed them as it wrote: hashing a
-        large directory's tree again cost a write about 10 µs)."""
+        large directory's tree again would cost every write that time once more)."""
         if ids is None:
             ids = [oid for oid, _, _ in record_objects(record)]
         for oid, obj in zip(ids, record.objects, strict=True):
