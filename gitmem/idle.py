@@ -52,7 +52,9 @@ class IdlePublisher:
                     target=self._run, name=f"gitmem idle publish {self._name}", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            # No notify: the deadline only moves later, and the waiting thread finds the new one
+            # when the old one passes. Waking it on every write would cost each write a switch
+            # to that thread and back.
 
     def cancel(self) -> None:
         """Forget a pending publish (the caller publishes now, or the store is closing)."""
