@@ -436,9 +436,7 @@ def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> l
         raise _missing_file(snapshot, path, rev)
     if node.kind != KIND_FILE:
         raise NotAFile(str(path))
-    lines = decode_text(store.codec.read_file(node.oid), path).split("\n")
-    if lines[-1] == "":
-        lines.pop()
+    lines = _file_lines(store, node.oid, path)
     owner: list[Operation | None] = [None] * len(lines)
     # Each item: an operation, the file's path and node there, its lines, and which of them are
     # still unexplained (line index in that version -> line index in the final file). A merge
@@ -483,11 +481,16 @@ def blame(store: MemoryStore, path: MemoryPathLike, rev: str | None = None) -> l
     ]
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a file's text, without their newlines (a final newline starts no line)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _file_lines(store: MemoryStore, oid: str, path: MemoryPath) -> list[str]:
-    found = decode_text(store.codec.read_file(oid), path).split("\n")
-    if found[-1] == "":
-        found.pop()
-    return found
+    return text_lines(decode_text(store.codec.read_file(oid), path))
 
 
 # -- sessions -------------------------------------------------------------------------------

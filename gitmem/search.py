@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import NotFound, UsageError, shown_repr
 from .format import KIND_DIR, KIND_FILE
-from .history import FileChange, log
+from .history import FileChange, log, text_lines
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_paths
 from .snapshot import Snapshot, changed_file_nodes, decode_text
 from .store import MemoryStore, Operation
@@ -49,13 +49,6 @@ def _compiled(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
             raise TypeError("the pattern must match text (str), not bytes")
         return pattern
     return compile_pattern(pattern)
-
-
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the newline ending the last line does not start another
-    return lines
 
 
 # -- grep -----------------------------------------------------------------------------------
@@ -114,7 +107,7 @@ def _grep(
             files[path] = node
     for path in sorted(files, key=lambda p: p.parts):
         text = decode_text(store.codec.read_file(files[path].oid), path)
-        for number, line in enumerate(_lines(text), 1):
+        for number, line in enumerate(text_lines(text), 1):
             if pattern.search(line):
                 yield GrepMatch(str(path), number, line)
 
@@ -256,7 +249,7 @@ class _Measure:
                 known = content.count(self.text)
             else:
                 assert self.regex is not None
-                known = Counter(line for line in _lines(content) if self.regex.search(line))
+                known = Counter(line for line in text_lines(content) if self.regex.search(line))
             self.known[oid] = known
         return known
 
