@@ -20,7 +20,7 @@ from helpers_git_servers import SshServer, sshd
 
 from gitmem import MemoryStore
 from gitmem.cli import main
-from gitmem.errors import HostKeyRefused
+from gitmem.errors import HostKeyRefused, UsageError
 from gitmem.knownhosts import SshHost, has_entry, ssh_host
 from gitmem.paths import parse
 
@@ -152,3 +152,30 @@ def test_the_command_line_refuses_an_unknown_host(
 )
 def test_which_urls_are_ssh(url: str, host: SshHost | None) -> None:
     assert ssh_host(url) == host
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n", "holds key text"),
+        ("gitmem-key-1:" + "A" * 43, "holds a gitmem store key"),
+        ("{missing}", "which is not a file"),
+    ],
+)
+def test_a_gitmem_ssh_key_that_is_no_key_file_is_refused_without_showing_it(
+    server: SshServer,
+    setup: tuple[MemoryStore, Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+    says: str,
+) -> None:
+    store, origin, known = setup
+    write_known(known, f"{server.pattern} {server.host_key}")
+    value = value.format(missing=store.path.parent / "no-such-key")
+    monkeypatch.setenv("GITMEM_SSH_KEY", value)
+    with pytest.raises(UsageError, match=says) as refused:
+        store.push(server.url(origin))
+    if "not a file" not in says:
+        assert value.strip() not in str(refused.value)
+        assert "b3BlbnNzaC1rZXktdjE" not in str(refused.value)
+    assert remote_heads(origin) == ""

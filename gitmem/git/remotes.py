@@ -17,8 +17,8 @@ import pygit2
 from pygit2.enums import CredentialType
 
 from .. import knownhosts
-from ..errors import ConflictError, NotFound, PushRejected, RemoteError, UsageError
-from ..fsutil import fsync_dir, fsync_file
+from ..errors import ConflictError, NotFound, PushRejected, RemoteError, UsageError, shown_repr
+from ..fsutil import fsync_dir, fsync_file, refuse_key_text
 from .handle import Handle
 from .objects import Objects, read_loose
 from .refs import BRANCH, Refs
@@ -306,6 +306,7 @@ class _Callbacks(pygit2.RemoteCallbacks):
             self._offered.add("ssh")
             key_file = os.environ.get("GITMEM_SSH_KEY")
             if key_file:
+                _check_ssh_key_file(key_file)
                 public = key_file + ".pub"
                 return pygit2.Keypair(
                     user,
@@ -335,6 +336,23 @@ class _Callbacks(pygit2.RemoteCallbacks):
 _NOT_FAST_FORWARD = "contains commits that are not present locally"
 
 
+def _check_ssh_key_file(key_file: str) -> None:
+    """Refuse (:class:`UsageError`) a ``GITMEM_SSH_KEY`` that is not the path of a file: key
+    text pasted in its place would otherwise be shown in libgit2's error, and a missing file
+    reads as an authentication failure of the server's."""
+    refuse_key_text(key_file, "GITMEM_SSH_KEY")
+    if "PRIVATE KEY" in key_file or "\n" in key_file:
+        raise UsageError(
+            "GITMEM_SSH_KEY holds key text (refused, and not shown here) where the path of a "
+            "private key file belongs: save the key in an owner-only file and name that file"
+        )
+    if not os.path.isfile(key_file):
+        raise UsageError(
+            f"GITMEM_SSH_KEY is {shown_repr(key_file)}, which is not a file: name the ssh "
+            "private key file to sign in with, or unset it to use the ssh agent"
+        )
+
+
 @contextlib.contextmanager
 def _remote_errors(url: str, callbacks: _Callbacks, timeout: float) -> Iterator[None]:
     """libgit2's transport failures as one :class:`RemoteError` line naming the URL; Ctrl-C
@@ -343,6 +361,8 @@ def _remote_errors(url: str, callbacks: _Callbacks, timeout: float) -> Iterator[
     try:
         with _network_timeout(timeout), _interruptible(callbacks):
             yield
+    except UsageError:
+        raise  # the user's own setting, refused by a callback: not the remote's failure
     except (pygit2.GitError, OSError, KeyError, ValueError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         if _TIMED_OUT.search(detail):
