@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import format as fmt
-from . import keyslots
+from . import keyadmin, keyslots
 from ._version import __version__
 from .crypto import KdfParams, StoreKeys, new_store_id
 from .editor import TreeEditor
@@ -55,6 +55,7 @@ from .git.refs import BRANCH, META_REF
 from .git.repo import GitRepo, publish_logged
 from .highwater import HighWater, KnownStores, Mark, SlotHints, default_state_dir
 from .idle import IdlePublisher
+from .keyadmin import MetaChange
 from .keyslots import Keyring, unlock
 from .keysource import Credential, resolve_credential
 from .limits import LimitedEditor, StoreSizer
@@ -1373,17 +1374,11 @@ class MemoryStore:
         """``(name, url)`` of every configured remote, sorted by name."""
         return self.repo.remote_names()
 
-    # -- key slots ------------------------------------------------------------------------
+    # -- key slots (gitmem.keyadmin) ----------------------------------------------------
 
     def key_slots(self) -> list[dict[str, Any]]:
-        """One JSON object per key slot: ``slot``, ``label``, ``kind`` and ``current``.
-
-        A version 1 store (no slots yet) lists nothing.
-        """
-        meta = self._current_meta()
-        if not meta.has_slots:
-            return []
-        return keyslots.describe(meta, self._keyring_for(meta))
+        """One JSON object per key slot (:func:`gitmem.keyadmin.key_slots`)."""
+        return keyadmin.key_slots(self)
 
     def add_key(
         self,
@@ -1394,55 +1389,29 @@ class MemoryStore:
         kdf: KdfParams | None = None,
         allow_weak_passphrase: bool = False,
     ) -> str:
-        """Add a key slot for ``passphrase`` (or a raw ``key``); returns the new slot's id.
-
-        The first slot added to a version 1 store makes it version 2, with a slot labelled
-        ``initial key`` for the key it had. A passphrase below the strength bar is refused
-        (:class:`WeakPassphrase`) unless ``allow_weak_passphrase``.
-        """
-        from .crypto import decode_key
-
-        raw = None if key is None else decode_key(key)
-        if passphrase is not None:  # the slot's way in when both are given
-            check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
-        added: list[str] = []
-
-        def change(meta: StoreMeta, keyring: Keyring) -> tuple[StoreMeta, Keyring]:
-            meta, slot = keyslots.add(
-                meta, keyring, passphrase=passphrase, raw_key=raw, label=label, params=kdf
-            )
-            added.append(slot)
-            return meta, keyring
-
-        self._change_meta("add", change)
-        return added[0]
-
-    def remove_key(self, slot: str) -> int:
-        """Remove key slot ``slot`` and rotate (:meth:`rotate_keys`); refuses the last slot.
-
-        Returns the new key epoch: nothing written from now on opens with the removed slot's
-        keys.
-        """
-        return self._change_meta(
-            "remove",
-            lambda meta, keyring: (keyslots.remove(meta, keyring, slot), keyring),
-            rotate=True,
+        """Add a key slot; returns its id (:func:`gitmem.keyadmin.add_key`)."""
+        return keyadmin.add_key(
+            self,
+            passphrase=passphrase,
+            key=key,
+            label=label,
+            kdf=kdf,
+            allow_weak_passphrase=allow_weak_passphrase,
         )
 
-    def rotate_keys(self) -> int:
-        """Start a new key epoch; returns its number.
+    def remove_key(self, slot: str) -> int:
+        """Remove a key slot and rotate; returns the new epoch
+        (:func:`gitmem.keyadmin.remove_key`)."""
+        return keyadmin.remove_key(self, slot)
 
-        A new random epoch key is sealed to every remaining slot, and the ``keys`` commit that
-        records the change is sealed with it at once, so nothing can be appended under older
-        keys. Every later write uses it; older epochs stay readable to every current holder.
-        """
-        return self._change_meta("rotate", lambda meta, keyring: (meta, keyring), rotate=True)
+    def rotate_keys(self) -> int:
+        """Start a new key epoch; returns its number (:func:`gitmem.keyadmin.rotate_keys`)."""
+        return keyadmin.rotate_keys(self)
 
     def check_passphrase_slot(self, slot: str) -> None:
-        """Raise :class:`UsageError` unless ``slot`` is a passphrase slot of this store, as
-        :meth:`change_passphrase` would: the command line checks before asking for a new
-        passphrase."""
-        keyslots.passphrase_slot(self._current_meta(), slot)
+        """Raise :class:`UsageError` unless ``slot`` is a passphrase slot of this store
+        (:func:`gitmem.keyadmin.check_passphrase_slot`)."""
+        keyadmin.check_passphrase_slot(self, slot)
 
     def change_passphrase(
         self,
@@ -1452,28 +1421,15 @@ class MemoryStore:
         kdf: KdfParams | None = None,
         allow_weak_passphrase: bool = False,
     ) -> int:
-        """Give passphrase slot ``slot`` a new passphrase and key pair (its id and label stay),
-        and rotate (:meth:`rotate_keys`); returns the new key epoch.
-
-        The old passphrase opens nothing written from now on, even with the slot's old
-        metadata from the repository's history; what it opened before stays open to it. This
-        store keeps working; other processes that opened the slot with the old passphrase get
-        :class:`WrongKey` and must open the store again. A passphrase below the strength bar is
-        refused (:class:`WeakPassphrase`) unless ``allow_weak_passphrase``.
-        """
-        check_new_passphrase(passphrase, allow_weak=allow_weak_passphrase)
-        return self._change_meta(
-            "passwd",
-            lambda meta, keyring: keyslots.passwd(meta, keyring, slot, passphrase, kdf),
-            rotate=True,
+        """Give a passphrase slot a new passphrase and rotate; returns the new epoch
+        (:func:`gitmem.keyadmin.change_passphrase`)."""
+        return keyadmin.change_passphrase(
+            self, slot, passphrase, kdf=kdf, allow_weak_passphrase=allow_weak_passphrase
         )
 
     def keyring_slot(self) -> str | None:
         """The id of the key slot that opened this store (None: a version 1 store's key)."""
         return None if self.keyring is None else self.keyring.slot
-
-    def _current_meta(self) -> StoreMeta:
-        return self.bound_meta(self.head_operation()).meta
 
     def bound_meta(self, head: Operation | None) -> FoundMeta:
         """The metadata this store may use and write: the one the authenticated ``head``'s root
@@ -1562,7 +1518,7 @@ class MemoryStore:
                     "outside gitmem, so it is not used and nothing was written"
                 ) from None
 
-    def _keyring_for(self, meta: StoreMeta) -> Keyring:
+    def keyring_for(self, meta: StoreMeta) -> Keyring:
         """This store's keyring, brought up to date with ``meta`` (another process may have
         added, removed or rotated keys since this one opened the store)."""
         if self.keyring is None:
@@ -1570,13 +1526,7 @@ class MemoryStore:
         self.keyring = keyslots.reopen(meta, self.keyring, str(self.path))
         return self.keyring
 
-    def _change_meta(
-        self,
-        action: str,
-        change: Callable[[StoreMeta, Keyring], tuple[StoreMeta, Keyring]],
-        *,
-        rotate: bool = False,
-    ) -> int:
+    def change_meta(self, action: str, change: MetaChange, *, rotate: bool = False) -> int:
         """Apply ``change`` to the metadata under the writer lock, move its ref, and commit it;
         with ``rotate``, also start a new key epoch. ``change`` returns the new metadata and
         the keyring to go on with. Returns the newest epoch.
@@ -1590,7 +1540,7 @@ class MemoryStore:
             old = self.repo.ref(META_REF)
             head = self.head_operation()
             meta = self.bound_meta(head).meta
-            keyring = self._keyring_for(meta)
+            keyring = self.keyring_for(meta)
             new, keyring = change(meta, keyring)
             if rotate:
                 new, keyring = keyslots.rotate(new, keyring)

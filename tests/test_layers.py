@@ -43,7 +43,7 @@ LAYERS: list[set[str]] = [
     {"render", "merge", "keymerge", "strength"},
     {"limits"},
     {"options", "view", "operation"},
-    {"expiry", "revisions", "syncresult"},
+    {"expiry", "revisions", "syncresult", "keyadmin"},
     {"store"},
     {"transfer"},
     {"history", "initstore", "sync", "autosync"},
