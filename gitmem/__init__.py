@@ -114,10 +114,6 @@ if not TYPE_CHECKING:  # mypy sees the imports above instead
                     raise
                 raise AttributeError(f"module 'gitmem' has no attribute {name!r}") from None
         module, attribute = where
-        if module == "store":
-            # The store's replication (MemoryStore.push, pull, sync, clone) lives a layer
-            # above it, in gitmem.sync, which registers itself when imported.
-            importlib.import_module(f"{__name__}.sync")
         value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
         globals()[name] = value  # later uses are plain global lookups
         return value

@@ -37,7 +37,6 @@ from click.shell_completion import CompletionItem
 
 from . import history, report, search
 from . import paths as memory_paths
-from . import sync as _replication  # noqa: F401  (registers MemoryStore's replication)
 from ._version import __version__
 from .crypto import decode_key, encode_key, generate_key
 from .errors import (

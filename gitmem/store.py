@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import format as fmt
 from . import keyadmin, keyslots
@@ -1322,7 +1322,10 @@ class MemoryStore:
                     except GitMemError as exc:
                         report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
 
-    # -- replicas -------------------------------------------------------------------------
+    # -- replicas (gitmem.sync) -----------------------------------------------------------
+    # Replication sits a layer above the store (it writes its merges through write), so these
+    # methods import gitmem.sync when they are called, never when this module is loaded: the
+    # one import of the package that goes up a layer (tests/test_layers.py, UPWARD_CALLS).
 
     @classmethod
     def clone(
@@ -1341,7 +1344,9 @@ class MemoryStore:
         Raises :class:`RemoteError`, :class:`NotAStoreRemote`, :class:`WrongKey` or
         :class:`UsageError`; a failed clone leaves nothing at ``path``.
         """
-        return _replication().clone(url, path, key, StoreOptions.of(options, **settings), timeout)
+        from . import sync as replication
+
+        return replication.clone(url, path, key, StoreOptions.of(options, **settings), timeout)
 
     def pull(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
         """Fetch ``remote`` (a remote name or URL) and fast-forward or merge it in.
@@ -1350,25 +1355,35 @@ class MemoryStore:
         or write (default: ``options.network_timeout``, else ``GITMEM_NETWORK_TIMEOUT``, else
         30); a remote that stays silent longer is a :class:`RemoteError`.
         """
-        return _replication().pull(self, remote, timeout)
+        from . import sync as replication
+
+        return replication.pull(self, remote, timeout)
 
     def push(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
         """Send the branch to ``remote``; never forced (:class:`PushRejected` if it is ahead).
         ``timeout`` as for :meth:`pull`."""
-        return _replication().push(self, remote, timeout)
+        from . import sync as replication
+
+        return replication.push(self, remote, timeout)
 
     def sync(self, remote: str = "origin", *, timeout: float | None = None) -> SyncResult:
         """Pull (merging divergent work), then push: afterwards both hold the same head.
         ``timeout`` as for :meth:`pull`."""
-        return _replication().sync(self, remote, timeout)
+        from . import sync as replication
+
+        return replication.sync(self, remote, timeout)
 
     def add_remote(self, name: str, url: str) -> None:
         """Configure remote ``name`` at ``url`` (kept in this replica's git config only)."""
-        _replication().add_remote(self, name, url)
+        from . import sync as replication
+
+        replication.add_remote(self, name, url)
 
     def remove_remote(self, name: str) -> None:
         """Remove remote ``name`` and this client's high-water mark of it."""
-        _replication().remove_remote(self, name)
+        from . import sync as replication
+
+        replication.remove_remote(self, name)
 
     def remotes(self) -> list[tuple[str, str]]:
         """``(name, url)`` of every configured remote, sorted by name."""
@@ -1679,44 +1694,6 @@ class MemoryStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class Replication(Protocol):
-    """What :mod:`gitmem.sync` gives the store. Replication sits above the store in the layers
-    (it writes merges through :meth:`MemoryStore.write`), so it registers itself here when it
-    is imported (``gitmem.MemoryStore``, the command line and the tools import it) instead of
-    the store importing it."""
-
-    def clone(
-        self,
-        url: str,
-        path: str | os.PathLike[str],
-        key: str | bytes | None,
-        options: StoreOptions | None,
-        timeout: float | None,
-    ) -> MemoryStore: ...
-    def pull(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
-    def push(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
-    def sync(self, store: MemoryStore, remote: str, timeout: float | None) -> SyncResult: ...
-    def add_remote(self, store: MemoryStore, name: str, url: str) -> None: ...
-    def remove_remote(self, store: MemoryStore, name: str) -> None: ...
-
-
-_REPLICATION: list[Replication] = []
-
-
-def register_replication(implementation: Replication) -> None:
-    """Install the replication seam (called once, by :mod:`gitmem.sync`)."""
-    _REPLICATION[:] = [implementation]
-
-
-def _replication() -> Replication:
-    if not _REPLICATION:  # gitmem.store imported alone (``from gitmem.store import ...``)
-        raise UsageError(
-            "gitmem.sync is not loaded: import gitmem.sync, or use gitmem.MemoryStore, which "
-            "loads it"
-        )
-    return _REPLICATION[0]
 
 
 def same_memory(before: Snapshot, after: Snapshot, root: MemoryPath = MEMORIES_ROOT) -> bool:

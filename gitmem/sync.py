@@ -45,7 +45,7 @@ from .operation import Operation
 from .options import StoreOptions, network_timeout
 from .replica import FoundMeta, carried_meta, find_meta, meta_at
 from .snapshot import Snapshot
-from .store import Change, MemoryStore, NoChange, changed_files, register_replication
+from .store import Change, MemoryStore, NoChange, changed_files
 from .syncresult import SyncResult
 
 DEFAULT_REMOTE = "origin"
@@ -650,19 +650,6 @@ def list_remotes(store: MemoryStore) -> list[tuple[str, str]]:
     """``(name, url)`` of every configured remote, sorted by name."""
     return store.repo.remote_names()
 
-
-class _Replication:
-    """This module's functions, as the store's replication seam (``MemoryStore.sync`` etc.)."""
-
-    clone = staticmethod(clone)
-    pull = staticmethod(pull)
-    push = staticmethod(push)
-    sync = staticmethod(sync)
-    add_remote = staticmethod(add_remote)
-    remove_remote = staticmethod(remove_remote)
-
-
-register_replication(_Replication())
 
 __all__ = [
     "DEFAULT_REMOTE",

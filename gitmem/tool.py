@@ -24,7 +24,6 @@ from anthropic.types.beta import (
 from anyio.to_thread import run_sync
 
 from . import paths
-from . import sync as _replication  # noqa: F401  (registers MemoryStore's replication)
 from .autosync import AutoSync
 from .errors import (
     GitMemError,

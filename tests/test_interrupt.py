@@ -114,7 +114,8 @@ def test_importing_gitmem_imports_nothing_until_a_name_is_used() -> None:
     code = (
         "import sys; before = set(sys.modules); import gitmem; "
         "print(sorted(m for m in set(sys.modules) - before if m != 'gitmem')); "
-        # MemoryStore's replication (gitmem.sync, a layer above the store) comes with it.
+        # MemoryStore's replication (gitmem.sync, a layer above the store) is loaded only when
+        # a replica method is called.
         "import gitmem.store; alone = 'gitmem.sync' in sys.modules; "
         "from gitmem import MemoryStore, GitMemoryTool, __version__; "
         "print(alone, 'gitmem.sync' in sys.modules); "
@@ -124,7 +125,7 @@ def test_importing_gitmem_imports_nothing_until_a_name_is_used() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
-    assert out == "[]\nFalse True\ngitmem.history gitmem.store gitmem.tool\n"
+    assert out == "[]\nFalse False\ngitmem.history gitmem.store gitmem.tool\n"
     with pytest.raises(AttributeError, match="has no attribute 'nosuch'"):
         _ = gitmem.nosuch  # type: ignore[attr-defined]
     assert set(gitmem.__all__) <= set(dir(gitmem))

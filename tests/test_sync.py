@@ -66,6 +66,29 @@ def clone(first: MemoryStore, origin: Path, tmp_path: Path, key: str, name: str)
     )
 
 
+def test_a_store_imported_alone_pushes_and_clones(tmp_path: Path, key: str, origin: Path) -> None:
+    # Without gitmem.sync imported first (by gitmem.MemoryStore, the command line or the tool),
+    # the store's replica methods were refused: "gitmem.sync is not loaded".
+    code = (
+        "import sys\n"
+        "from gitmem.store import MemoryStore\n"
+        "a, origin, b, key, state = sys.argv[1:]\n"
+        "store = MemoryStore.init(a, key, state_dir=state)\n"
+        "store.create('/memories/x.md', 'x')\n"
+        "store.add_remote('origin', origin)\n"
+        "print(store.push().action, 'gitmem.sync' in sys.modules)\n"
+        "print(MemoryStore.clone(origin, b, key, state_dir=state).files())\n"
+    )
+    paths = [tmp_path / "a.git", origin, tmp_path / "b.git"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, paths), key, str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == "pushed True\n{'/memories/x.md': 'x'}\n"
+
+
 def test_clone_push_pull_fast_forward(
     first: MemoryStore, origin: Path, tmp_path: Path, key: str
 ) -> None:
