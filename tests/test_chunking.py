@@ -50,6 +50,7 @@ def reference_hashes(data: bytes, seed: bytes) -> list[int]:
     return out
 
 
+@functools.cache  # asked for at every byte a cut may fall on
 def reference_mask(bits: int) -> int:
     return sum(1 << b for b in (range(16, 16 + bits) if bits <= 15 else range(31 - bits, 31)))
 
