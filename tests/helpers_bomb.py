@@ -14,17 +14,22 @@ BOMB_BYTES = 256 * 1024 * 1024
 @functools.cache
 def bomb(kind: bytes, size: int = BOMB_BYTES) -> tuple[str, bytes]:
     """``(id, loose file)`` of a genuine object of ``kind``: ``size`` zero bytes (about 1/1000
-    of that compressed)."""
+    of that compressed), ``size`` a multiple of 1 MiB."""
     header = kind + b" %d\0" % size
-    digest = hashlib.sha1(header)
-    packer = zlib.compressobj(9)
-    parts = [packer.compress(header)]
     block = bytes(1 << 20)
-    for _ in range(size // len(block)):
+    blocks = size // len(block)
+    digest, adler = hashlib.sha1(header), zlib.adler32(header)
+    for _ in range(blocks):
         digest.update(block)
-        parts.append(packer.compress(block))
-    parts.append(packer.flush())
-    return digest.hexdigest(), b"".join(parts)
+        adler = zlib.adler32(block, adler)
+    # Raw deflate, each block after a full flush, which starts the compressor afresh: every
+    # block compresses to the same bytes, so one is compressed and repeated.
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = packer.compress(header) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    body = first + again * blocks + packer.flush()
+    # The zlib stream git reads: its header (maximum compression), the deflate, the checksum.
+    return digest.hexdigest(), b"\x78\xda" + body + adler.to_bytes(4, "big")
 
 
 def plant(repo: Path, kind: bytes, at: str | None = None) -> str:
