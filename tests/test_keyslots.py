@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from helpers_keys import append_with_epoch_zero
 from helpers_repo import published
 
-from gitmem import MemoryStore, crypto, generate_key, keyslots
+from gitmem import MemoryStore, crypto, generate_key, keyadmin, keyslots
 from gitmem import format as fmt
 from gitmem.cli import main
 from gitmem.crypto import KdfParams, StoreKeys
@@ -440,6 +440,21 @@ def test_add_list_passwd_remove(slotted: MemoryStore, repo_path: Path, key: str)
         MemoryStore.open(repo_path, passphrase="bob's newer passphrase")
     with pytest.raises(UsageError, match="no key slot"):
         slotted.remove_key(bob)
+
+
+def test_keyadmin_changes_each_slot_with_one_keys_commit(slotted: MemoryStore) -> None:
+    store: keyadmin.KeyedStore = slotted  # what MemoryStore.add_key and its siblings call
+    carol = keyadmin.add_key(store, passphrase="carol's passphrase", label="carol", kdf=FAST)
+    assert [s["label"] for s in keyadmin.key_slots(store)] == ["initial key", "alice", "carol"]
+    keyadmin.check_passphrase_slot(store, carol)
+    epoch = keyadmin.rotate_keys(store)
+    assert keyadmin.remove_key(store, carol) == epoch + 1
+    newest = [(op.command, op.record.detail) for op in slotted.log()][:3]
+    assert newest == [
+        ("keys", {"action": "remove", "epoch": epoch + 1}),
+        ("keys", {"action": "rotate", "epoch": epoch}),
+        ("keys", {"action": "add"}),
+    ]
 
 
 def test_own_passphrase_change_keeps_open_stores_working(
