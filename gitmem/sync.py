@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from . import redact
 from .crypto import StoreKeys
 from .editor import TreeEditor
 from .errors import (
@@ -254,7 +255,17 @@ def _fetched(
         if theirs is not None:
             # As for a local head: refused before it can become the branch or a merge's parent.
             store.check_epoch(theirs)
-        _check_remote_head(store, seen, theirs, url)
+        try:
+            _check_remote_head(store, seen, theirs, url)
+        except RollbackDetected:
+            # Unless an authenticated redaction rewrote all this client saw there: then this
+            # replica's history moves onto the rewritten one first (gitmem.redact.adopt).
+            if (
+                seen is None
+                or theirs is None
+                or not redact.adopt(store, seen, theirs, url, fetched.accept)
+            ):
+                raise
         yield _Incoming(
             label, url, theirs, their_meta, marks, META_REF in heads, fetched.accept, seconds
         )
@@ -349,7 +360,11 @@ def _integrate(
             # Again under the lock: a local key change may have happened since the fetch.
             _read_incoming(store, their_meta, url)
             ours = store.head_operation()
-            if store.contains(ours, theirs.commit, theirs.seq):
+            # A history a redaction here rewrote has nothing to give: merged, it would bring
+            # the text back (the push replaces it).
+            if store.contains(ours, theirs.commit, theirs.seq) or redact.supersedes(
+                store, ours, theirs
+            ):
                 assert ours is not None
                 return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
             _refuse_retired_epoch(store, theirs, url)
@@ -432,6 +447,7 @@ def push(
             _identify(store, None, fetched.refs.get(META_REF), url)
     remote_head = heads.get(BRANCH)
     theirs = None
+    rewritten = False
     if remote_head is not None:
         if META_REF not in heads:
             # Its store is named in its head's tree, or it is no gitmem store (whose commit
@@ -442,28 +458,47 @@ def push(
             else:
                 with repo.fetching(url, [BRANCH], seconds) as fetched:
                     _identify(store, fetched.refs.get(BRANCH), None, url)
-        if not repo.has(remote_head):
-            raise PushRejected(
-                f"the remote {url} has commits this replica lacks; pull or sync first"
-            )
-        theirs = store.read_operation(remote_head)
-    _check_remote_head(store, seen, theirs, url)
+        if repo.has(remote_head):
+            theirs = store.read_operation(remote_head)
+        else:
+            if redact.redacted(store, head):
+                # Gone from here after a redaction and gc, or commits this replica lacks.
+                with repo.fetching(url, [BRANCH], seconds) as fetched:
+                    theirs = store.read_operation(fetched.refs[BRANCH])
+                    _check_remote_head(store, seen, theirs, url)
+                    rewritten = redact.supersedes(store, head, theirs)
+            if not rewritten:
+                raise PushRejected(
+                    f"the remote {url} has commits this replica lacks; pull or sync first"
+                )
+    if not rewritten:
+        _check_remote_head(store, seen, theirs, url)
+    # The one forced update: of a history an authenticated redaction here rewrote.
+    forced = rewritten
     if (
-        theirs is not None
+        not rewritten
+        and theirs is not None
         and head is not None
         and not store.contains(head, theirs.commit, theirs.seq)
     ):
-        raise PushRejected(f"the remote {url} has commits this replica lacks; pull or sync first")
+        if not redact.supersedes(store, head, theirs):
+            raise PushRejected(
+                f"the remote {url} has commits this replica lacks; pull or sync first"
+            )
+        forced = True
     specs = []
     if head is not None and (theirs is None or theirs.commit != head.commit):
-        specs.append(f"{BRANCH}:{BRANCH}")
+        specs.append(f"{'+' if forced else ''}{BRANCH}:{BRANCH}")
     if META_REF not in heads and repo.ref(META_REF) is not None:
         specs.append(f"{META_REF}:{META_REF}")
     if not specs:
         return SyncResult(
             label, url, "up-to-date", None if head is None else head.commit, remote_head
         )
-    repo.push(url, specs, store.lock_timeout, seconds)
+    if forced:
+        repo.push(url, specs, store.lock_timeout, seconds, redaction=True)
+    else:
+        repo.push(url, specs, store.lock_timeout, seconds)
     if marks is not None and head is not None:
         marks.advance(Mark(head.commit, head.seq))
     return SyncResult(label, url, "pushed", None if head is None else head.commit, remote_head)

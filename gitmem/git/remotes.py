@@ -188,17 +188,19 @@ class Remotes:
         lock_timeout: float,
         publish: Callable[[float], None],
         timeout: float = NETWORK_TIMEOUT,
+        *,
+        redaction: bool = False,
     ) -> None:
-        """Push ``refspecs`` (never forced) to ``url``, after a checkpoint (taking the writer
-        lock for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2
-        sends what the repository holds.
+        """Push ``refspecs`` (never forced, but a ``redaction``'s) to ``url``, after a
+        checkpoint (taking the writer lock for it, up to ``lock_timeout`` seconds, unless this
+        thread holds it): libgit2 sends what the repository holds.
 
         Raises :class:`PushRejected` when the remote refuses an update (it has commits this
         repository lacks), :class:`RemoteError` when it cannot be reached or does not answer
         within ``timeout`` seconds.
         """
-        if any(spec.startswith("+") for spec in refspecs):
-            raise ValueError("gitmem never force-pushes")
+        if not redaction and any(spec.startswith("+") for spec in refspecs):
+            raise ValueError("gitmem force-pushes only a redaction")
         publish(lock_timeout)
         remote = self._anonymous(url)
         callbacks = _Callbacks(url)
