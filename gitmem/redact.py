@@ -381,8 +381,16 @@ def adopt(
     pushed) are committed again on top with the same file versions replaced; the pull then
     merges as usual. :class:`ConflictError`, nothing changed, when its own operations wrote
     versions of files the redaction rewrote (they may hold the text: redact here too)."""
-    if theirs.epoch < store.keys.epoch or theirs.seq <= seen.seq:
+    if theirs.seq <= seen.seq:
         return False
+    if theirs.epoch < store.keys.epoch:
+        # Only a current holder vouches for a rewrite: a removed one still holds the old keys.
+        raise IntegrityError(
+            f"the remote {url} was rewritten (force-pushed) by a history sealed in key epoch "
+            f"{theirs.epoch}, older than this replica's newest ({store.keys.epoch}): written "
+            "with keys a rotation retired, it cannot stand for a redaction; nothing was changed "
+            "locally"
+        )
     try:
         seen_op = store.read_operation(seen.commit)
     except IntegrityError:

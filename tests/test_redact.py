@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import struct
 import subprocess
@@ -11,16 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from helpers_git_servers import bare_repo, git_daemon
 
-from gitmem import IntegrityError, MemoryStore
+from gitmem import ConflictError, IntegrityError, MemoryStore, RollbackDetected
 from gitmem import format as fmt
-from gitmem.crypto import StoreKeys, decode_key
+from gitmem.cli import main
+from gitmem.crypto import KdfParams, StoreKeys, decode_key
+from gitmem.errors import FormatVersionError, NotFound, UsageError
 from gitmem.git import wal
 from gitmem.git.repo import PRUNE_NOW
 from gitmem.search import pickaxe
 
 SECRET = "4111-1111-1111-1111 exp 09/29"
+FAST = KdfParams(64, 1, 1)  # cheap Argon2id for tests
 
 
 def p(name: str) -> str:
@@ -246,3 +252,225 @@ def test_a_redaction_reaches_every_replica_and_leaves_no_trace(
     records, files = state(MemoryStore.open(a.path, key, state_dir=tmp_path / "sa"))
     kept = dict(zip(records, map(str, files), strict=True))
     assert [kept.get(r) for r in before[0]] == [str(f) for f in before[1]]
+
+
+# -- replicas with work of their own, and a remote nobody should trust -------------------------
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    path = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(path)], check=True)
+    return path
+
+
+def first_replica(origin: Path, tmp_path: Path, key: str) -> MemoryStore:
+    a = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "sa", session="a")
+    a.add_remote("origin", str(origin))
+    a.create(p("notes.md"), f"one\ncard {SECRET}\ntwo\n")
+    a.create(p("other.md"), "other\n")
+    a.push()
+    return a
+
+
+def replica(origin: Path, tmp_path: Path, key: str, name: str) -> MemoryStore:
+    return MemoryStore.clone(
+        str(origin), tmp_path / f"{name}.git", key, state_dir=tmp_path / f"s{name}"
+    )
+
+
+def test_unpushed_work_on_a_redacted_file_is_refused_until_redacted_there_too(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    b.str_replace(p("notes.md"), "two", "two and three")
+    a.redact(SECRET)
+    a.push()
+    before = b.head()
+    with pytest.raises(ConflictError) as refused:
+        b.pull()
+    assert str(refused.value) == (
+        f"the remote {origin} redacted a text from its history, and operation #3 of this "
+        f"replica, not pushed yet, wrote {p('notes.md')}, a file the redaction rewrote: it may "
+        "hold the text. Run `gitmem redact` here with the same text, then pull again; nothing "
+        "was changed"
+    )
+    assert b.head() == before and SECRET in b.read_text(p("notes.md"))
+    # Redacted here with the same text, the shared history is the very same commits.
+    b.redact(SECRET)
+    assert a.head_operation() is not None
+    b.sync()
+    a.pull()
+    assert a.read_text(p("notes.md")) == b.read_text(p("notes.md"))
+    assert a.read_text(p("notes.md")) == "one\ncard [redacted]\ntwo and three\n"
+    for store in (a, b):
+        store.gc()
+        assert store.verify().ok
+        assert leaks(store.path, key, SECRET) == []
+        # One copy of each operation: the two rewrites of the shared history are the same.
+        assert sorted(op.seq for op in store.log() if op.command != "merge") == [1, 2, 3, 3, 4]
+
+
+def test_a_redaction_pushed_after_gc_still_replaces_the_remote(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    a.redact(SECRET)
+    a.gc()
+    assert a.pull().action == "up-to-date"  # the old history has nothing to give
+    a.gc()
+    assert a.push().action == "pushed"
+    assert b.pull().action == "fast-forward"
+    assert b.head() == a.head() and b.verify().ok
+
+
+def test_a_rewind_or_a_rewrite_without_the_key_is_refused(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    old = a.head()
+    assert old is not None
+    done = a.redact(SECRET).operation
+    assert done is not None
+    a.push()
+    b.pull()
+    git = ["git", "--git-dir", str(origin)]
+    # The host serves the old history again: it holds no redaction of what B saw since.
+    subprocess.run([*git, "update-ref", "refs/heads/main", old], check=True)
+    with pytest.raises(RollbackDetected, match="rewound or force-pushed"):
+        b.pull()
+    assert b.head() == done.commit
+    # Someone without the key copies the redaction's record onto a history of their own.
+    message = subprocess.run(
+        [*git, "cat-file", "commit", done.commit], capture_output=True, check=True
+    ).stdout.partition(b"\n\n")[2]
+    tree = a.read_operation(old).tree
+    forged = (
+        subprocess.run(
+            [*git, "commit-tree", tree, "-p", old],
+            input=message,
+            capture_output=True,
+            check=True,
+            env={
+                **os.environ,
+                "GIT_AUTHOR_NAME": "x",
+                "GIT_AUTHOR_EMAIL": "x@x",
+                "GIT_COMMITTER_NAME": "x",
+                "GIT_COMMITTER_EMAIL": "x@x",
+            },
+        )
+        .stdout.decode()
+        .strip()
+    )
+    subprocess.run([*git, "update-ref", "refs/heads/main", forged], check=True)
+    with pytest.raises(IntegrityError, match="failed authentication"):
+        b.pull()
+    assert b.head() == done.commit and b.verify().ok
+
+
+def test_a_redaction_by_a_removed_holder_is_refused(origin: Path, tmp_path: Path, key: str) -> None:
+    a = first_replica(origin, tmp_path, key)
+    a.add_key(passphrase="a long passphrase for bob", label="bob", kdf=FAST)
+    a.push()
+    b = replica(origin, tmp_path, key, "b")
+    # C's copy, taken before B's rotation: it knows epoch 0 only, as a removed holder would.
+    c = replica(origin, tmp_path, key, "c")
+    b.rotate_keys()
+    before = b.head()
+    c.redact(SECRET)
+    subprocess.run(
+        ["git", "--git-dir", str(c.path), "push", "-q", "--force", str(origin), "main:main"],
+        check=True,
+    )
+    with pytest.raises(IntegrityError, match="sealed in key epoch 0, older than this replica"):
+        b.pull()
+    assert b.head() == before and SECRET in b.read_text(p("notes.md"))
+
+
+def test_a_redacted_store_is_format_5_which_older_gitmem_refuses(
+    origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    a.redact(SECRET)
+    a.push()
+    b.pull()
+    for store in (a, b):
+        assert store.bound_meta(store.head_operation()).meta.format == fmt.REDACT_FORMAT_VERSION
+    monkeypatch.setattr(fmt, "READABLE_VERSIONS", frozenset({1, 2, 3, 4}))
+    with pytest.raises(FormatVersionError, match=r"format version 5; .*\(upgrade gitmem\)"):
+        MemoryStore.open(b.path, key, state_dir=tmp_path / "sb")
+
+
+# -- refusals: nothing is written --------------------------------------------------------------
+
+
+def test_what_cannot_be_redacted_is_refused_and_nothing_written(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    a.create(p(f"{SECRET[:4]}-named.md"), "x\n")
+    head = a.head()
+    cases: list[tuple[str, type[Exception], str]] = [
+        ("", UsageError, "the text to redact is empty; nothing was changed"),
+        ("dacte", UsageError, "is part of the marker [redacted] that replaces it"),
+        ("not anywhere", NotFound, "no version of any file holds the text; nothing was changed"),
+        (SECRET[:4], UsageError, "the text is in the record of operation #3"),
+    ]
+    for text, error, words in cases:
+        with pytest.raises(error) as refused:
+            a.redact(text)
+        assert words in str(refused.value)
+        assert a.head() == head
+    assert not (a.path / PRUNE_NOW).exists()
+
+
+def test_the_command_line_reads_the_text_from_stdin_or_a_file_never_argv(
+    origin: Path, tmp_path: Path, key: str, utc: None
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    first = a.log().__next__()
+    created = list(a.log())[-1]
+    head = a.head()
+    runner = CliRunner()
+    env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "sa")}
+    base = ["--repo", str(a.path), "redact"]
+    dry = runner.invoke(main, [*base, "-", "--dry-run"], input=SECRET + "\n", env=env)
+    assert dry.exit_code == 0, dry.output
+    when = created.record.time.isoformat().replace("+00:00", "Z")
+    assert dry.stdout == (
+        "Dry run: the text is in 1 version of 1 path, written by 1 operation; redacting it "
+        "rewrites 2 operations:\n"
+        f"#1 {created.commit[:10]} {when} a create /memories/notes.md\n"
+    )
+    assert SECRET not in dry.output
+    refusals = [
+        ([*base, SECRET], "", 2, "never given on the command line"),
+        ([*base, "-"], "\n", 2, "the text to redact is empty; nothing was changed"),
+        ([*base, "-"], "nowhere\n", 1, "no version of any file holds the text"),
+        ([*base, "-", "--file", str(tmp_path / "t")], "", 2, "not both"),
+        (base, "", 2, "give the text to redact on stdin (`gitmem redact -`) or in a file"),
+    ]
+    for args, given, code, words in refusals:
+        result = runner.invoke(main, args, input=given, env=env)
+        assert (result.exit_code, words in result.stderr) == (code, True), result.output
+        assert SECRET not in result.output
+    assert MemoryStore.open(a.path, key, state_dir=tmp_path / "sa").head() == head
+    (tmp_path / "t").write_text(SECRET + "\n")
+    done = runner.invoke(main, [*base, "--file", str(tmp_path / "t"), "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    body = json.loads(done.stdout)
+    assert (body["versions"], body["operations"], body["paths"]) == (1, 2, [p("notes.md")])
+    assert body["operation"]["command"] == "redact" and SECRET not in done.stdout
+    assert body["operation"]["detail"] == {
+        "rewrote": head,
+        "rewrote_seq": 2,
+        "versions": 1,
+        "operations": 2,
+    }
+    assert first.seq == 2
+    log = runner.invoke(main, ["--repo", str(a.path), "log", "-S", SECRET], env=env)
+    assert log.exit_code == 0 and log.stdout == ""
