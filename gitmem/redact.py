@@ -355,32 +355,28 @@ def redacted(store: MemoryStore, head: Operation | None) -> bool:
 
 
 def supersedes(store: MemoryStore, head: Operation | None, theirs: Operation) -> bool:
-    """True when ``theirs`` is not in ``head``'s history but a redaction there rewrote it: its
-    history holds an operation with the same record below a ``redact`` operation. A pull then
-    has nothing to take (merging it would bring the text back), and a push may replace it."""
+    """True when ``theirs`` is not in ``head``'s history but a redaction rewrote it: ``head``'s
+    history (a redacted one) holds another commit with its identity, a copy of it and, by
+    construction, of its history. A pull then has nothing to take (merging it would bring the
+    text back), and a push may replace it."""
     if head is None or head.seq <= theirs.seq or not redacted(store, head):
         return False
     ops = history_above(store, head, theirs.seq)
-    match = {identity(op): op for op in ops if op.seq == theirs.seq}.get(identity(theirs))
-    if match is None:
-        return False
-    return any(
-        op.command == COMMAND and op.seq > match.seq and store.contains(op, match.commit, match.seq)
-        for op in ops
-    )
+    return any(op.commit != theirs.commit and identity(op) == identity(theirs) for op in ops)
 
 
 def adopt(
     store: MemoryStore, seen: Mark, theirs: Operation, url: str, accept: Callable[[], None]
 ) -> bool:
     """A pull's answer to a remote head ``theirs`` that does not follow ``seen``, this client's
-    mark of the remote: False (refuse it, as a rollback) unless ``theirs`` carries a redaction
-    that rewrote every operation this client had seen there. Then the fetched objects are kept
-    (``accept``), and this replica's history is moved onto the rewritten one: each of its
-    operations the remote holds rewritten becomes that rewritten commit, and its own (not
-    pushed) are committed again on top with the same file versions replaced; the pull then
-    merges as usual. :class:`ConflictError`, nothing changed, when its own operations wrote
-    versions of files the redaction rewrote (they may hold the text: redact here too)."""
+    mark of the remote: False (refuse it, as a rollback) unless ``theirs``'s history holds a
+    redaction and a copy of the operation this client last saw there (and so of its history).
+    Then the fetched objects are kept (``accept``), and this replica's history is moved onto
+    the rewritten one: each of its operations the remote holds rewritten becomes that
+    rewritten commit, and its own (not pushed) are committed again on top with the same file
+    versions replaced; the pull then merges as usual. :class:`ConflictError`, nothing
+    changed, when its own operations wrote versions of files the redaction rewrote (they may
+    hold the text: redact here too)."""
     if theirs.seq <= seen.seq:
         return False
     if theirs.epoch < store.keys.epoch:
@@ -397,11 +393,7 @@ def adopt(
         return False  # this client no longer holds what it saw there: nothing to compare
     remote = history(store, theirs.commit)
     index = {identity(op): op for op in remote}
-    match = index.get(identity(seen_op))
-    if match is None or not any(
-        op.command == COMMAND and op.seq > match.seq and store.contains(op, match.commit, match.seq)
-        for op in remote
-    ):
+    if identity(seen_op) not in index or not any(op.command == COMMAND for op in remote):
         return False
     accept()
     repo = store.repo
@@ -422,14 +414,105 @@ def _move_onto(
 ) -> None:
     """Under the writer lock: rewrite this replica's history (from ``head``) onto the remote's
     rewritten one (``remote``, indexed by identity); see :func:`adopt`."""
-    in_remote = {op.commit for op in remote}
+
+    def refuse(op: Operation, path: MemoryPath) -> ConflictError:
+        return ConflictError(
+            f"the remote {url} redacted a text from its history, and operation #{op.seq} of "
+            f"this replica, not pushed yet, wrote {path}, a file the redaction rewrote: it may "
+            "hold the text. Run `gitmem redact` here with the same text, then pull again; "
+            "nothing was changed"
+        )
+
     local = history(store, head.commit)
-    by_commit = {op.commit: op for op in local}
+    new_head = _rebase(store, local, head, remote, index, url, refuse)
+    if new_head is None:
+        return
+    store.repo.update_ref(BRANCH, new_head.commit, head.commit)
+    forget_old_history(store, new_head)
+
+
+def onto_redaction(
+    store: MemoryStore, theirs: Operation, url: str, accept: Callable[[], None]
+) -> Operation:
+    """What a pull integrates of the remote's head ``theirs``: itself, or, when it was written
+    on the history a redaction of this replica rewrote, its copy on the rewritten history
+    (:func:`rebase_incoming`). Only a redacted replica whose history and ``theirs`` diverged
+    looks (a head that descends from this replica's is built on the rewritten history)."""
+    with store.repo.writer(), store.repo.write_lock(store.lock_timeout):
+        ours = store.head_operation()
+        if (
+            ours is None
+            or not redacted(store, ours)
+            or store.contains(ours, theirs.commit, theirs.seq)
+            or store.contains(theirs, ours.commit, ours.seq)
+        ):
+            return theirs
+        copy = rebase_incoming(store, ours, theirs, url, accept)
+        if copy is None:
+            return theirs
+        # Published now: the pull's merge, which names it, is written under another lock.
+        store.repo.checkpoint()
+        return copy
+
+
+def rebase_incoming(
+    store: MemoryStore, ours: Operation, theirs: Operation, url: str, accept: Callable[[], None]
+) -> Operation | None:
+    """Under the writer lock, for a pull into a replica whose redaction is not on the remote
+    yet: when ``theirs`` (fetched, not in ``ours``'s history) was written on the history the
+    redaction rewrote (by a replica that had not seen it), its operations are committed again
+    onto the rewritten one, as :func:`adopt` does for a replica's own, and the copy of
+    ``theirs`` is returned for the pull to merge (merging ``theirs`` itself would bring the old
+    versions back). None when ``theirs`` is not built on a rewritten history.
+    :class:`ConflictError`, nothing changed, when one of its operations wrote a version of a
+    file the redaction rewrote."""
+    if not redacted(store, ours):
+        return None
+    incoming = history(store, theirs.commit)
+    low = min(op.seq for op in incoming)
+    mine = history_above(store, ours, low)
+    index = {identity(op): op for op in mine}
+    in_ours = {op.commit for op in mine}
+    if not any(op.commit not in in_ours and identity(op) in index for op in incoming):
+        return None
+
+    def refuse(op: Operation, path: MemoryPath) -> ConflictError:
+        return ConflictError(
+            f"the remote {url} has operation #{op.seq} ({op.session}), written on the history "
+            f"a redaction here rewrote, which wrote {path}, a file the redaction rewrote: it "
+            "may hold the text. Run `gitmem redact` with the same text on the replica that "
+            "wrote it, and sync it; nothing was changed"
+        )
+
+    accept()
+    copy = _rebase(store, incoming, theirs, mine, index, url, refuse)
+    # What the fetch brought of the old history is referenced by nothing once copied.
+    store.repo.prune_next_gc()
+    return copy
+
+
+def _rebase(
+    store: MemoryStore,
+    ops: list[Operation],
+    head: Operation,
+    onto: list[Operation],
+    index: Mapping[Identity, Operation],
+    url: str,
+    refuse: Callable[[Operation, MemoryPath], ConflictError],
+) -> Operation | None:
+    """The history ``ops`` (parents first, up to ``head``) rewritten onto ``onto``, a rewritten
+    copy of part of it (``index``: its operations by identity): each operation ``onto`` holds
+    a copy of becomes that copy, the others are committed again on top with the file versions
+    the copies replaced replaced likewise. Returns the new ``head``; None when ``onto`` holds
+    a copy of none of them. ``refuse`` says why an operation that wrote a version derived from
+    a replaced one (it may hold the text) stops everything, before anything is written."""
+    in_onto = {op.commit for op in onto}
+    by_commit = {op.commit: op for op in ops}
     commits: dict[str, str] = {}
     files: dict[str, str] = {}
     own: list[Operation] = []
-    for op in local:
-        if op.commit in in_remote:
+    for op in ops:
+        if op.commit in in_onto:
             continue
         counterpart = index.get(identity(op))
         if counterpart is None:
@@ -440,13 +523,12 @@ def _move_onto(
         commits[op.commit] = counterpart.commit
         _pair_files(store, op.tree, counterpart.tree, files, url)
     if not commits:
-        return
+        return None
     changed = {old: new for old, new in files.items() if old != new}
     if changed and any(op.command == COMMAND for op in own):
         raise _diverged(
             url,
-            "this replica made a redaction the remote does not have, and the remote one "
-            "rewrote versions differently",
+            "a redaction on one side is not on the other, and the two rewrote versions differently",
         )
     removed = _chunks(store, changed) - _chunks(store, {v: v for v in changed.values()})
     for op in own:
@@ -457,12 +539,7 @@ def _move_onto(
                 continue
             derived = any(_version(p, path) in changed for p in parents)
             if derived or _chunks(store, {node.oid: node.oid}) & removed:
-                raise ConflictError(
-                    f"the remote {url} redacted a text from its history, and operation "
-                    f"#{op.seq} of this replica, not pushed yet, wrote {path}, a file the "
-                    "redaction rewrote: it may hold the text. Run `gitmem redact` here with "
-                    "the same text, then pull again; nothing was changed"
-                )
+                raise refuse(op, path)
 
     def file_map(oid: str) -> tuple[str, int]:
         new = changed.get(oid)
@@ -471,9 +548,7 @@ def _move_onto(
         return new, store.codec.file_size(new) - store.codec.file_size(oid)
 
     rewrite_commits(store, own, TreeMap(store, file_map), commits)
-    new_head = store.read_operation(commits[head.commit])
-    store.repo.update_ref(BRANCH, new_head.commit, head.commit)
-    forget_old_history(store, new_head)
+    return store.read_operation(commits[head.commit])
 
 
 def _pair_files(store: MemoryStore, old: str, new: str, out: dict[str, str], url: str) -> None:
@@ -518,4 +593,15 @@ def _diverged(url: str, why: str) -> ConflictError:
 
 register_redactor(redact)
 
-__all__ = ["Identity", "TreeMap", "adopt", "history", "identity", "redact", "supersedes"]
+__all__ = [
+    "Identity",
+    "TreeMap",
+    "adopt",
+    "history",
+    "identity",
+    "onto_redaction",
+    "rebase_incoming",
+    "redact",
+    "redacted",
+    "supersedes",
+]

@@ -355,6 +355,9 @@ def _integrate(
     """
     if theirs is None:
         return SyncResult(label, url, "up-to-date", store.head(), None)
+    remote_head = theirs.commit
+    # Written on a history a redaction here rewrote: its copy on the new one is taken instead.
+    theirs = redact.onto_redaction(store, theirs, url, accept)
     for _ in range(_SYNC_RETRIES):
         with store.repo.write_lock(store.lock_timeout):
             # Again under the lock: a local key change may have happened since the fetch.
@@ -366,7 +369,7 @@ def _integrate(
                 store, ours, theirs
             ):
                 assert ours is not None
-                return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
+                return SyncResult(label, url, "up-to-date", ours.commit, remote_head)
             _refuse_retired_epoch(store, theirs, url)
             forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
             if forward:
@@ -383,7 +386,7 @@ def _integrate(
                     store.high_water.advance(Mark(theirs.commit, theirs.seq))
                 head = store.head_operation()
                 assert head is not None
-                return SyncResult(label, url, "fast-forward", head.commit, theirs.commit)
+                return SyncResult(label, url, "fast-forward", head.commit, remote_head)
 
         def edit(head: Operation | None, tree: TreeEditor) -> Change[str] | NoChange[str]:
             # The write bound this replica's own metadata: read the incoming epochs again.
@@ -416,7 +419,7 @@ def _integrate(
 
         op, _ = store.write("merge", edit, detached=detached)
         if op is not None:
-            return SyncResult(label, url, "merged", op.commit, theirs.commit, op)
+            return SyncResult(label, url, "merged", op.commit, remote_head, op)
     raise ConflictError("the branch kept moving during the pull; nothing was merged, pull again")
 
 
@@ -584,11 +587,19 @@ def _push_merge(store: MemoryStore, incoming: _Incoming, merge: Operation) -> Sy
     # this one a non-fast-forward (libgit2 refuses that before sending: PushRejected).
     # A push into a local store moves its ref file, which its unpublished log would override.
     publish_local_remote(incoming.url, store.lock_timeout)
-    specs = [f"{merge.commit}:{BRANCH}"]
+    assert incoming.theirs is not None
+    # A merge of the copy of a head written on the history a redaction here rewrote replaces it.
+    forced = redact.supersedes(store, merge, incoming.theirs)
+    specs = [f"{'+' if forced else ''}{merge.commit}:{BRANCH}"]
     if not incoming.remote_has_meta and store.repo.ref(META_REF) is not None:
         specs.append(f"{META_REF}:{META_REF}")
     try:
-        store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)
+        if forced:
+            store.repo.push(
+                incoming.url, specs, store.lock_timeout, incoming.seconds, redaction=True
+            )
+        else:
+            store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)
     except PushRejected:
         raise
     except RemoteError:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from helpers_git_servers import bare_repo, git_daemon
 
-from gitmem import ConflictError, IntegrityError, MemoryStore, RollbackDetected
+from gitmem import ConflictError, IntegrityError, MemoryStore, PushRejected, RollbackDetected
 from gitmem import format as fmt
 from gitmem.cli import main
 from gitmem.crypto import KdfParams, StoreKeys, decode_key
@@ -474,3 +474,50 @@ def test_the_command_line_reads_the_text_from_stdin_or_a_file_never_argv(
     assert first.seq == 2
     log = runner.invoke(main, ["--repo", str(a.path), "log", "-S", SECRET], env=env)
     assert log.exit_code == 0 and log.stdout == ""
+
+
+def test_work_pushed_on_the_old_history_before_the_redaction_is_copied_onto_it(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    c = replica(origin, tmp_path, key, "c")
+    a.redact(SECRET)
+    # C, not knowing of it, pushes work on the old history before A publishes the redaction.
+    c.create(p("from-c.md"), "c\n")
+    c.push()
+    with pytest.raises(PushRejected):
+        a.push()
+    result = a.sync()
+    assert result.action == "merged+pushed"
+    assert a.read_text(p("from-c.md")) == "c\n"
+    assert a.read_text(p("notes.md")) == "one\ncard [redacted]\ntwo\n"
+    c.pull()
+    assert c.files() == a.files()
+    for store in (a, c):
+        store.gc()
+        assert store.verify().ok
+        assert leaks(store.path, key, SECRET) == []
+        assert list(pickaxe(store, text=SECRET)) == []
+    subprocess.run(["git", "--git-dir", str(origin), "gc", "-q", "--prune=now"], check=True)
+    assert leaks(origin, key, SECRET) == []
+
+
+def test_work_pushed_on_the_old_history_that_edits_a_redacted_file_is_refused(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    c = replica(origin, tmp_path, key, "c")
+    a.redact(SECRET)
+    c.str_replace(p("notes.md"), "two", "two, three")
+    c.push()
+    head = a.head()
+    with pytest.raises(ConflictError, match=r"has operation #3 \(.*\), written on the history"):
+        a.sync()
+    assert a.head() == head and SECRET not in a.read_text(p("notes.md"))
+    # C redacts the same text: its rewrite of the shared history is the same commits.
+    c.redact(SECRET)
+    c.sync()
+    a.sync()
+    c.pull()
+    assert a.files() == c.files()
+    assert a.read_text(p("notes.md")) == "one\ncard [redacted]\ntwo, three\n"
