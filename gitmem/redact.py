@@ -292,11 +292,10 @@ def _commit_redaction(
     """Write the ``redact`` operation on ``new_head`` (the rewritten ``old_head``), its root
     tree stamped with the store's metadata at format ``REDACT_FORMAT_VERSION``."""
     codec = store.codec
-    if codec.meta_blob is not None:
-        meta = store.bound_meta(old_head).meta
-        if meta.format < fmt.REDACT_FORMAT_VERSION:
-            upgraded = replace(meta, format=fmt.REDACT_FORMAT_VERSION)
-            codec.meta_blob = store.repo.write_blob(upgraded.to_bytes())
+    meta = store.bound_meta(old_head).meta
+    if meta.format < fmt.REDACT_FORMAT_VERSION or codec.meta_blob is None:
+        upgraded = replace(meta, format=fmt.REDACT_FORMAT_VERSION)
+        codec.meta_blob = store.repo.write_blob(upgraded.to_bytes())
     tree = codec.stamp_root(new_head.tree)
     record = Record(
         seq=new_head.seq + 1,
