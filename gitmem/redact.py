@@ -17,6 +17,7 @@ client had seen of that remote; anything else is refused as a rollback, as befor
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,8 @@ from .store import MemoryStore, register_redactor
 # An operation as it reads after any rewrite: everything its record says but the commit ids and
 # store size a rewrite changes (and the nonce).
 Identity = tuple[int, int, str, str, tuple[str, ...]]
+# Trees a redaction keeps parsed while it walks the history (a few MB).
+_TREES_KEPT = 512
 
 
 def identity(op: Operation) -> Identity:
@@ -86,8 +89,14 @@ class TreeMap:
     and the root's metadata entry stay as they are, so a rewritten tree has the shape of the
     one it replaces. Each tree is mapped once, by id (a tree's id names its content)."""
 
-    def __init__(self, store: MemoryStore, file_map: Callable[[str], tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        file_map: Callable[[str], tuple[str, int]],
+        read_tree: Callable[[str], list[TreeEntry]] | None = None,
+    ) -> None:
         self.repo = store.repo
+        self.read_tree = store.repo.read_tree if read_tree is None else read_tree
         self.file_map = file_map
         self.trees: dict[str, tuple[str, int]] = {}
 
@@ -105,7 +114,7 @@ class TreeMap:
                 continue
             entries = listed.get(current)
             if entries is None:
-                entries = listed[current] = self.repo.read_tree(current)
+                entries = listed[current] = self.read_tree(current)
                 below = [e.oid for e in entries if _holds_entries(e) and e.oid not in self.trees]
                 if below:
                     stack.extend(below)
@@ -207,7 +216,10 @@ class _Finder:
 
 
 def _survey(
-    store: MemoryStore, ops: list[Operation], finder: _Finder
+    store: MemoryStore,
+    ops: list[Operation],
+    finder: _Finder,
+    read_tree: Callable[[str], list[TreeEntry]],
 ) -> tuple[list[Holding], set[str]]:
     """The operations that wrote a version holding the text, with its path, oldest first, and
     the distinct versions (file tree ids) holding it.
@@ -219,6 +231,11 @@ def _survey(
     for op in ops:
         _refuse_in_record(op, finder.text)
         parent = by_commit[op.parents[0]] if op.parents else None
+        # Names are decrypted only where a version holding the text was written: a diff of
+        # the raw trees finds the new versions first.
+        written = _new_versions(read_tree, None if parent is None else parent.tree, op.tree)
+        if not any(finder.holds(oid) for oid in written):
+            continue
         before = Snapshot(store.codec, None if parent is None else parent.tree)
         after = Snapshot(store.codec, op.tree)
         others = [Snapshot(store.codec, by_commit[p].tree) for p in op.parents[1:]]
@@ -230,6 +247,31 @@ def _survey(
                 continue  # a merge taking a version the other side wrote: listed there
             found.append(Holding(op, str(path)))
     return found, versions
+
+
+def _new_versions(
+    read_tree: Callable[[str], list[TreeEntry]], old: str | None, new: str
+) -> list[str]:
+    """The file trees of tree ``new`` that are not at the same place in tree ``old``, found
+    on the raw trees (no name decrypted); the sealed names of an entry are the same wherever
+    its path is the same, so equal names are the same path."""
+    found = []
+    stack: list[tuple[str | None, str]] = [(old, new)]
+    while stack:
+        a, b = stack.pop()
+        if a == b:
+            continue
+        before = {} if a is None else {e.name: e for e in read_tree(a)}
+        for entry in read_tree(b):
+            was = before.get(entry.name)
+            if was is not None and was.oid == entry.oid:
+                continue
+            if entry.mode == TREE_MODE and entry.name.startswith(fmt.KIND_FILE):
+                found.append(entry.oid)
+            elif _holds_entries(entry):
+                below = was.oid if was is not None and _holds_entries(was) else None
+                stack.append((below, entry.oid))
+    return found
 
 
 def _version(snapshot: Snapshot, path: MemoryPath) -> str | None:
@@ -260,7 +302,10 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
         if head is None:
             raise NotFound("the store is empty: no version holds the text; nothing was changed")
         ops = history(store, head.commit)
-        holding, held = _survey(store, ops, finder)
+        # Each operation's root tree is read by the survey (as a parent, then as a child) and
+        # by the rewrite; consecutive operations share them.
+        read_tree = functools.lru_cache(maxsize=_TREES_KEPT)(store.repo.read_tree)
+        holding, held = _survey(store, ops, finder, read_tree)
         if not holding:
             raise NotFound("no version of any file holds the text; nothing was changed")
         first = holding[0].operation.seq
@@ -272,7 +317,7 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
         # Sealed in the newest epoch, and stamped with the metadata the head carries.
         store.use_head_meta(head)
         commits: dict[str, str] = {}
-        rewrite_commits(store, rewritten, TreeMap(store, finder.redacted), commits)
+        rewrite_commits(store, rewritten, TreeMap(store, finder.redacted, read_tree), commits)
         new_head = store.read_operation(commits[head.commit])
         op = _commit_redaction(store, head, new_head, paths, versions, len(rewritten))
         repo.update_ref(BRANCH, op.commit, head.commit)
