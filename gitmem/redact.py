@@ -34,6 +34,7 @@ from .highwater import Mark
 from .operation import Operation
 from .paths import MemoryPath
 from .redaction import COMMAND, MARKER, Holding, Redaction
+from .replica import meta_at
 from .snapshot import Snapshot, changed_file_nodes
 from .store import MemoryStore, register_redactor
 
@@ -487,6 +488,7 @@ def onto_redaction(
         if (
             ours is None
             or not redacted(store, ours)
+            or _built_on_a_redaction(store, theirs)
             or store.contains(ours, theirs.commit, theirs.seq)
             or store.contains(theirs, ours.commit, ours.seq)
         ):
@@ -497,6 +499,15 @@ def onto_redaction(
         # Published now: the pull's merge, which names it, is written under another lock.
         store.repo.checkpoint()
         return copy
+
+
+def _built_on_a_redaction(store: MemoryStore, op: Operation) -> bool:
+    """True when ``op`` carries the metadata of a redacted history: its writer knew of
+    redactions and wrote on a rewritten history (a pull adopts one before it merges), so
+    nothing of it is to be copied (two redactions that rewrote differently are refused when
+    adopted)."""
+    found = meta_at(store.repo, op.commit, None)
+    return found is not None and found.meta.format >= fmt.REDACT_FORMAT_VERSION
 
 
 def rebase_incoming(
