@@ -1805,7 +1805,8 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
     """Pack the repository and prune the objects that nothing references.
 
     Safe while other processes read the store; writers wait for it (it holds the lock).
-    History is never pruned: every commit stays, with everything it references.
+    History is never pruned: every commit stays, with everything it references. The first gc
+    after a redaction prunes the history it rewrote at once, whatever --grace says.
     """
     from .expiry import parse_duration
 
