@@ -562,3 +562,28 @@ def test_split_directories_and_a_second_redaction(
         assert store.verify().ok
         assert leaks(store.path, key, SECRET) == [] and leaks(store.path, key, "0000-4") == []
         assert [op.command for op in store.log()].count("redact") == 2
+
+
+def test_an_older_redaction_served_again_is_refused(origin: Path, tmp_path: Path, key: str) -> None:
+    a = first_replica(origin, tmp_path, key)
+    a.create(p("pin.md"), "pin 9876\n")
+    a.push()
+    b = replica(origin, tmp_path, key, "b")
+    first = a.redact(SECRET).operation
+    assert first is not None
+    a.push()
+    b.pull()
+    second = a.redact("9876").operation
+    assert second is not None
+    a.push()
+    b.pull()
+    assert b.head() == second.commit
+    # The host serves the first redaction's history again: authentic, and a redaction, but
+    # without a copy of what B saw there since.
+    subprocess.run(
+        ["git", "--git-dir", str(origin), "update-ref", "refs/heads/main", first.commit],
+        check=True,
+    )
+    with pytest.raises(RollbackDetected, match="rewound or force-pushed"):
+        b.pull()
+    assert b.head() == second.commit and b.read_text(p("pin.md")) == "pin [redacted]\n"
