@@ -204,7 +204,10 @@ class _Finder:
         if self.needle not in data:
             self.versions[oid] = (oid, 0)
             return oid, 0
-        text = data.decode("utf-8").replace(self.text, MARKER)
+        try:
+            text = data.decode("utf-8").replace(self.text, MARKER)
+        except UnicodeDecodeError:
+            raise IntegrityError(f"file tree {oid} is not UTF-8 text") from None
         if self.text in text:
             raise UsageError(
                 f"replacing the text with {MARKER} leaves it in a file (it overlaps the marker); "

@@ -402,7 +402,7 @@ def test_a_redaction_by_a_removed_holder_is_refused(origin: Path, tmp_path: Path
     assert b.head() == before and SECRET in b.read_text(p("notes.md"))
 
 
-def test_a_redacted_store_is_format_5_which_older_gitmem_refuses(
+def test_a_redacted_store_is_of_a_format_older_gitmem_refuses(
     origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = first_replica(origin, tmp_path, key)
@@ -412,8 +412,10 @@ def test_a_redacted_store_is_format_5_which_older_gitmem_refuses(
     b.pull()
     for store in (a, b):
         assert store.bound_meta(store.head_operation()).meta.format == fmt.REDACT_FORMAT_VERSION
-    monkeypatch.setattr(fmt, "READABLE_VERSIONS", frozenset({1, 2, 3, 4}))
-    with pytest.raises(FormatVersionError, match=r"format version 5; .*\(upgrade gitmem\)"):
+    older = fmt.READABLE_VERSIONS - {fmt.REDACT_FORMAT_VERSION}
+    monkeypatch.setattr(fmt, "READABLE_VERSIONS", older)
+    version = f"format version {fmt.REDACT_FORMAT_VERSION}; "
+    with pytest.raises(FormatVersionError, match=version + r".*\(upgrade gitmem\)"):
         MemoryStore.open(b.path, key, state_dir=tmp_path / "sb")
 
 
