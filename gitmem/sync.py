@@ -499,7 +499,8 @@ def push(
             label, url, "up-to-date", None if head is None else head.commit, remote_head
         )
     if forced:
-        repo.push(url, specs, store.lock_timeout, seconds, redaction=True)
+        assert theirs is not None
+        repo.push(url, specs, store.lock_timeout, seconds, lease=theirs.commit)
     else:
         repo.push(url, specs, store.lock_timeout, seconds)
     if marks is not None and head is not None:
@@ -596,7 +597,11 @@ def _push_merge(store: MemoryStore, incoming: _Incoming, merge: Operation) -> Sy
     try:
         if forced:
             store.repo.push(
-                incoming.url, specs, store.lock_timeout, incoming.seconds, redaction=True
+                incoming.url,
+                specs,
+                store.lock_timeout,
+                incoming.seconds,
+                lease=incoming.theirs.commit,
             )
         else:
             store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)

@@ -11,6 +11,7 @@ import subprocess
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -589,3 +590,27 @@ def test_an_older_redaction_served_again_is_refused(origin: Path, tmp_path: Path
     with pytest.raises(RollbackDetected, match="rewound or force-pushed"):
         b.pull()
     assert b.head() == second.commit and b.read_text(p("pin.md")) == "pin [redacted]\n"
+
+
+def test_a_push_that_would_replace_work_pushed_meanwhile_is_refused(
+    origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    c = replica(origin, tmp_path, key, "c")
+    a.redact(SECRET)
+    real = a.repo.push
+
+    def racing(*args: Any, **kwargs: Any) -> None:
+        # C pushes between A's check of the remote's head and A's forced update.
+        c.create(p("from-c.md"), "c\n")
+        c.push()
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(a.repo, "push", racing)
+    with pytest.raises(PushRejected, match=r"refs/heads/main \(it moved since it was checked\)"):
+        a.push()
+    monkeypatch.undo()
+    assert c.pull().action == "up-to-date"  # nothing of C's was lost on the remote
+    assert a.sync().action == "merged+pushed"
+    assert a.read_text(p("from-c.md")) == "c\n"
+    assert SECRET not in a.read_text(p("notes.md"))

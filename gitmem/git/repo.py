@@ -514,14 +514,15 @@ class GitRepo:
         lock_timeout: float = 30.0,
         timeout: float = NETWORK_TIMEOUT,
         *,
-        redaction: bool = False,
+        lease: str | None = None,
     ) -> None:
         """Push ``refspecs`` to ``url``, after publishing the redo log (taking the writer lock
         for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2 sends
         what the repository holds (see :meth:`Remotes.push`); a remote silent for ``timeout``
-        seconds is a :class:`RemoteError`. Never forced, except with ``redaction``: the one
-        forced update, of a branch an authenticated redaction rewrote (gitmem.redact)."""
-        self.remotes.push(url, refspecs, lock_timeout, self.publish, timeout, redaction=redaction)
+        seconds is a :class:`RemoteError`. Never forced, except with a ``lease``: the one
+        forced update, of a branch an authenticated redaction rewrote (gitmem.redact), made
+        only while the remote's branch is at commit ``lease`` (:meth:`Remotes.push`)."""
+        self.remotes.push(url, refspecs, lock_timeout, self.publish, timeout, lease=lease)
 
     # -- maintenance: after the redo log is published --------------------------------------
 
