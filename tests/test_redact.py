@@ -24,6 +24,7 @@ from gitmem import (
     PushRejected,
     RollbackDetected,
     buckets,
+    cli,
 )
 from gitmem import format as fmt
 from gitmem.cli import main
@@ -614,3 +615,18 @@ def test_a_push_that_would_replace_work_pushed_meanwhile_is_refused(
     assert a.sync().action == "merged+pushed"
     assert a.read_text(p("from-c.md")) == "c\n"
     assert SECRET not in a.read_text(p("notes.md"))
+
+
+def test_on_a_terminal_the_text_is_asked_for_and_not_echoed(
+    origin: Path, tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "sa")}
+    result = CliRunner().invoke(
+        main, ["--repo", str(a.path), "redact", "--dry-run"], input=SECRET + "\n", env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "Text to redact: \n"
+    assert SECRET not in result.output
+    assert result.stdout.startswith("Dry run: the text is in 1 version of 1 path")
