@@ -299,6 +299,11 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
     docstring); with ``dry_run``, only say where it is. :class:`NotFound` when no version
     holds it, :class:`UsageError` when it cannot be redacted; nothing is written then."""
     finder = _Finder(store, text)
+    if text in store.session:
+        raise UsageError(
+            "the text is in this session's label, which the redact operation's record would "
+            "carry; open the store with another session label; nothing was changed"
+        )
     repo = store.repo
     with repo.writer(), repo.write_lock(store.lock_timeout):
         meta_ref = repo.ref(META_REF)

@@ -436,6 +436,8 @@ def test_what_cannot_be_redacted_is_refused_and_nothing_written(
         ("not anywhere", NotFound, "no version of any file holds the text; nothing was changed"),
         (SECRET[:4], UsageError, "the text is in the record of operation #3"),
     ]
+    a.session = f"session {SECRET[5:9]}"
+    cases.append((SECRET[5:9], UsageError, "the text is in this session's label"))
     for text, error, words in cases:
         with pytest.raises(error) as refused:
             a.redact(text)
