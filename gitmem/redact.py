@@ -432,14 +432,7 @@ def adopt(
     hold the text: redact here too)."""
     if theirs.seq <= seen.seq:
         return False
-    if theirs.epoch < store.keys.epoch:
-        # Only a current holder vouches for a rewrite: a removed one still holds the old keys.
-        raise IntegrityError(
-            f"the remote {url} was rewritten (force-pushed) by a history sealed in key epoch "
-            f"{theirs.epoch}, older than this replica's newest ({store.keys.epoch}): written "
-            "with keys a rotation retired, it cannot stand for a redaction; nothing was changed "
-            "locally"
-        )
+    _refuse_retired(store, theirs, url)
     try:
         seen_op = store.read_operation(seen.commit)
     except IntegrityError:
@@ -456,6 +449,17 @@ def adopt(
             return True
         _move_onto(store, head, remote, index, url)
     return True
+
+
+def _refuse_retired(store: MemoryStore, theirs: Operation, url: str) -> None:
+    """Only a current holder vouches for a rewrite: a removed one still holds the old keys."""
+    if theirs.epoch < store.keys.epoch:
+        raise IntegrityError(
+            f"the remote {url} was rewritten (force-pushed) by a history sealed in key epoch "
+            f"{theirs.epoch}, older than this replica's newest ({store.keys.epoch}): written "
+            "with keys a rotation retired, it cannot stand for a redaction; nothing was changed "
+            "locally"
+        )
 
 
 def _move_onto(
@@ -489,17 +493,23 @@ def onto_redaction(
 ) -> Operation:
     """What a pull integrates of the remote's head ``theirs``: itself, or, when it was written
     on the history a redaction of this replica rewrote, its copy on the rewritten history
-    (:func:`rebase_incoming`). Only a redacted replica whose history and ``theirs`` diverged
-    looks (a head that descends from this replica's is built on the rewritten history)."""
+    (:func:`rebase_incoming`). And when ``theirs`` carries a redaction this replica has not
+    adopted (its pull had no mark of the remote to find it by: rollback checks off, or a
+    remote never pulled from), this replica's history is moved onto it first, as
+    :func:`adopt` does. Only a history that diverged from ``theirs`` is looked at."""
     with store.repo.writer(), store.repo.write_lock(store.lock_timeout):
         ours = store.head_operation()
         if (
             ours is None
-            or not redacted(store, ours)
-            or _built_on_a_redaction(store, theirs)
             or store.contains(ours, theirs.commit, theirs.seq)
             or store.contains(theirs, ours.commit, ours.seq)
         ):
+            return theirs
+        if _built_on_a_redaction(store, theirs):
+            if store.high_water is None or not redacted(store, ours):
+                _adopt_unmarked(store, ours, theirs, url, accept)
+            return theirs
+        if not redacted(store, ours):
             return theirs
         copy = rebase_incoming(store, ours, theirs, url, accept)
         if copy is None:
@@ -507,6 +517,20 @@ def onto_redaction(
         # Published now: the pull's merge, which names it, is written under another lock.
         store.repo.checkpoint()
         return copy
+
+
+def _adopt_unmarked(
+    store: MemoryStore, ours: Operation, theirs: Operation, url: str, accept: Callable[[], None]
+) -> None:
+    """Under the writer lock: move this replica's history onto ``theirs``'s when that holds a
+    redaction and copies of operations of this replica's (see :func:`onto_redaction`)."""
+    remote = history(store, theirs.commit)
+    if not any(op.command == COMMAND for op in remote):
+        return
+    _refuse_retired(store, theirs, url)
+    index = {identity(op): op for op in remote}
+    accept()
+    _move_onto(store, ours, remote, index, url)
 
 
 def _built_on_a_redaction(store: MemoryStore, op: Operation) -> bool:

@@ -32,6 +32,7 @@ from gitmem.crypto import KdfParams, StoreKeys, decode_key
 from gitmem.errors import FormatVersionError, NotFound, UsageError
 from gitmem.git import wal
 from gitmem.git.repo import PRUNE_NOW
+from gitmem.options import StoreOptions
 from gitmem.search import pickaxe
 
 SECRET = "4111-1111-1111-1111 exp 09/29"
@@ -632,3 +633,19 @@ def test_on_a_terminal_the_text_is_asked_for_and_not_echoed(
     assert result.stderr == "Text to redact: \n"
     assert SECRET not in result.output
     assert result.stdout.startswith("Dry run: the text is in 1 version of 1 path")
+
+
+def test_a_replica_without_rollback_checks_adopts_a_redaction_too(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = first_replica(origin, tmp_path, key)
+    options = StoreOptions(check_rollback=False, session="b")
+    b = MemoryStore.clone(str(origin), tmp_path / "b.git", key, options=options)
+    b.create(p("b.md"), "b\n")
+    a.redact(SECRET)
+    a.push()
+    assert b.pull().action == "merged"
+    assert b.read_text(p("notes.md")) == "one\ncard [redacted]\ntwo\n"
+    b.push()
+    b.gc()
+    assert b.verify().ok and leaks(b.path, key, SECRET) == []
