@@ -145,16 +145,22 @@ def _holds_entries(entry: TreeEntry) -> bool:
 
 
 def rewrite_commits(
-    store: MemoryStore, ops: Iterable[Operation], trees: TreeMap, commits: dict[str, str]
+    store: MemoryStore,
+    ops: Iterable[Operation],
+    trees: TreeMap,
+    commits: dict[str, str],
+    *,
+    reseal: bool = False,
 ) -> list[Operation]:
     """Commit ``ops`` (parents first) again with their trees mapped and their parents replaced
     as ``commits`` says, which gains each one's new id; an operation whose tree and parents
-    stay the same keeps its commit. Returns the operations committed again, as rewritten."""
+    stay the same keeps its commit, unless ``reseal``. Returns the operations committed again,
+    as rewritten."""
     written = []
     for op in ops:
         parents = tuple(commits.get(p, p) for p in op.parents)
         tree, delta = trees.tree(op.tree)
-        if parents == op.parents and tree == op.tree:
+        if not reseal and parents == op.parents and tree == op.tree:
             commits[op.commit] = op.commit
             continue
         size = op.record.store_bytes
@@ -317,7 +323,10 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
         holding, held = _survey(store, ops, finder, read_tree)
         if not holding:
             raise NotFound("no version of any file holds the text; nothing was changed")
-        first = holding[0].operation.seq
+        # After a key rotation the whole history is sealed again, in the newest epoch: a merge
+        # rewritten in it whose other parent stayed in an older epoch would break the epoch
+        # order (design.md, "Epoch order").
+        first = 1 if store.keys.epoch > 0 else holding[0].operation.seq
         rewritten = [op for op in ops if op.seq >= first]
         paths = tuple(sorted({h.path for h in holding}))
         versions = len(held)
@@ -326,7 +335,8 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
         # Sealed in the newest epoch, and stamped with the metadata the head carries.
         store.use_head_meta(head)
         commits: dict[str, str] = {}
-        rewrite_commits(store, rewritten, TreeMap(store, finder.redacted, read_tree), commits)
+        trees = TreeMap(store, finder.redacted, read_tree)
+        rewrite_commits(store, rewritten, trees, commits, reseal=store.keys.epoch > 0)
         new_head = store.read_operation(commits[head.commit])
         op = _commit_redaction(store, head, new_head, paths, versions, len(rewritten))
         repo.update_ref(BRANCH, op.commit, head.commit)

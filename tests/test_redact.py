@@ -649,3 +649,25 @@ def test_a_replica_without_rollback_checks_adopts_a_redaction_too(
     b.push()
     b.gc()
     assert b.verify().ok and leaks(b.path, key, SECRET) == []
+
+
+def test_after_a_rotation_the_whole_history_is_sealed_again_in_the_newest_epoch(
+    origin: Path, tmp_path: Path, key: str
+) -> None:
+    a = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "sa", session="a")
+    a.add_remote("origin", str(origin))
+    a.create(p("other.md"), "other\n")
+    a.add_key(passphrase="a long passphrase for bob", label="bob", kdf=FAST)
+    a.push()
+    b = replica(origin, tmp_path, key, "b")
+    a.create(p("notes.md"), f"card {SECRET}\n")
+    b.create(p("b.md"), "b\n")
+    b.push()
+    a.pull()  # a merge whose second parent, B's, is older than the text
+    a.rotate_keys()
+    a.redact(SECRET)
+    assert a.verify().ok
+    assert {op.epoch for op in a.log()} == {1}
+    a.push()
+    assert b.pull().action == "fast-forward"
+    assert b.files() == a.files() and b.verify().ok
