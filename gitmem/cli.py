@@ -1804,7 +1804,8 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
     """Pack the repository and prune the objects that nothing references.
 
     Safe while other processes read the store; writers wait for it (it holds the lock).
-    History is never pruned: every commit stays, with everything it references.
+    History is never pruned: every commit stays, with everything it references. The first gc
+    after a redaction prunes the history it rewrote at once, whatever --grace says.
     """
     from .expiry import parse_duration
 
@@ -1830,6 +1831,89 @@ def gc(state: CliState, grace: str, as_json: bool) -> None:
         f"{report.kept} younger than {grace}; {report.bytes_before:,} -> "
         f"{report.bytes_after:,} bytes."
     )
+
+
+@main.command()
+@click.argument("source", required=False, metavar="[-]")
+@click.option(
+    "--file",
+    "text_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="F",
+    help="Read the text to redact from file F.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="List the operations and paths holding it; write nothing."
+)
+@json_option
+@pass_state
+def redact(
+    state: CliState, source: str | None, text_file: Path | None, dry_run: bool, as_json: bool
+) -> None:
+    """Replace a text by [redacted] in every version of every file, past and current.
+
+    The text comes from stdin (`-`), from --file F, or is asked on a terminal: never from the
+    command line. History is rewritten from the first version holding it, with one `redact`
+    operation; `gitmem push` then replaces the remote's branch, which every replica adopts on
+    its next pull, and the next `gitmem gc` prunes the old versions.
+    """
+    text = _redaction_text(source, text_file)
+    result = state.store().redact(text, dry_run=dry_run)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    summary = (
+        f"{plural(result.versions, 'version')} of {plural(len(result.paths), 'path')}, "
+        f"written by {plural(len(result.holding), 'operation')}"
+    )
+    if dry_run:
+        click.echo(
+            f"Dry run: the text is in {summary}; redacting it rewrites "
+            f"{plural(result.operations, 'operation')}:"
+        )
+        for found in result.holding:
+            row = found.to_json()
+            click.echo(
+                f"#{row['seq']} {row['commit'][:10]} {row['time']} {row['session']} "
+                f"{row['command']} {row['path']}"
+            )
+        return
+    assert result.operation is not None
+    click.echo(
+        f"Redacted {summary}, in new commit {result.operation.commit[:10]} "
+        f"({plural(result.operations, 'operation')} rewritten). `gitmem push` replaces the "
+        "remote's history; `gitmem gc` prunes the old versions from this repository."
+    )
+
+
+def _redaction_text(source: str | None, text_file: Path | None) -> str:
+    """The text ``gitmem redact`` is given: stdin (``-``), a file, or a prompt on a terminal;
+    one trailing line break (what ``echo`` adds) is not part of it."""
+    if source is not None and source != "-":
+        raise UsageError(
+            "the text to redact is never given on the command line (shell history and process "
+            "lists keep it): give `-` to read it from stdin, --file F, or neither to be asked"
+        )
+    if source is not None and text_file is not None:
+        raise UsageError("give the text on stdin (-) or in a file (--file F), not both")
+    if text_file is not None:
+        try:
+            raw = text_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {text_file}: {exc.strerror or exc}") from None
+    elif source == "-":
+        raw = sys.stdin.buffer.read()
+    elif _isatty(sys.stdin):
+        raw = click.prompt("Text to redact", hide_input=True, err=True).encode("utf-8")
+    else:
+        raise UsageError(
+            "give the text to redact on stdin (`gitmem redact -`) or in a file (--file F)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the text to redact is not UTF-8; nothing was changed") from None
+    return text.removesuffix("\n").removesuffix("\r")
 
 
 @main.command()

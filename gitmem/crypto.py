@@ -154,6 +154,8 @@ class StoreKeys:
     store_id: bytes
     key_check: bytes
     chunker_seed: bytes
+    # HMAC key of the nonces of records sealed deterministically (seal_record_derived).
+    _record_nonces: bytes = field(repr=False)
     _names: AESSIV = field(repr=False)
     _blobs: AESSIV = field(repr=False)
     _records: AESGCM = field(repr=False)
@@ -187,6 +189,7 @@ class StoreKeys:
             store_id=store_id,
             key_check=_derive(master, store_id, b"key-check", 32),
             chunker_seed=_derive(master, store_id, b"chunker", 32),
+            _record_nonces=_derive(master, store_id, b"record-nonces", 32),
             _names=names,
             _blobs=blobs,
             _records=records,
@@ -267,6 +270,17 @@ class StoreKeys:
         nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
         header = bytes([ENVELOPE_VERSION])
         return header + nonce + self._records.encrypt(nonce, plaintext, header + ad)
+
+    def seal_record_derived(self, plaintext: bytes, ad: bytes) -> bytes:
+        """:meth:`seal_record` with the nonce derived from what it seals: the first 12 bytes of
+        HMAC-SHA256, under the ``record-nonces`` subkey, of ``len(ad)`` (4 bytes), ``ad`` and
+        the plaintext. The same record on the same commit always seals to the same bytes (two
+        replicas redacting the same history write the same commits); different ones get
+        different nonces, as random ones would (SIV's construction, design.md "Redaction")."""
+        mac = hmac.new(self._record_nonces, len(ad).to_bytes(4, "big"), hashlib.sha256)
+        mac.update(ad)
+        mac.update(plaintext)
+        return self.seal_record(plaintext, ad, nonce=mac.digest()[:NONCE_BYTES])
 
     def open_record(self, blob: bytes, ad: bytes) -> bytes:
         """Decrypt a record made by :meth:`seal_record` with the same ``ad``."""

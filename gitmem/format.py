@@ -23,8 +23,12 @@ SLOTS_FORMAT_VERSION = 3
 # A store that has written a split directory (gitmem.buckets) is version 4, with or without key
 # slots: gitmem that reads only 1-3 would take its bucket trees for forged entries.
 SPLIT_FORMAT_VERSION = 4
+# A store whose history a redaction rewrote (gitmem.redact) is this version from the redaction's
+# commit on: gitmem that does not know redactions would refuse the rewritten branch as a
+# rollback, and its users would be told to accept it, keeping the old history beside it.
+REDACT_FORMAT_VERSION = 5
 # Versions this code reads; a store of a newer version is refused rather than misread.
-READABLE_VERSIONS = frozenset({1, 2, 3, 4})
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, REDACT_FORMAT_VERSION})
 # Records did not change with format 2 (a merge is a new command, not a new layout).
 RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = frozenset({1})

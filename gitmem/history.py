@@ -94,8 +94,10 @@ COMMANDS = (
     "expire",
     "keys",
     "merge",
+    "redact",
 )
-"""Every command an operation's record can name (``merge``: a pull or sync joining histories)."""
+"""Every command an operation's record can name (``merge``: a pull or sync joining histories;
+``redact``: a redaction, on the history it rewrote)."""
 
 
 def log(

@@ -62,6 +62,7 @@ from .limits import LimitedEditor, StoreSizer
 from .operation import Operation
 from .options import Settings, StoreOptions
 from .paths import MEMORIES_ROOT, MemoryPath, MemoryPathLike, as_path, as_paths
+from .redaction import Redaction
 from .replica import FoundMeta, find_meta, meta_at, meta_in_tree
 from .revisions import resolve_named, split_revision
 from .secrets import Screened, SecretPolicy, screen
@@ -1656,12 +1657,40 @@ class MemoryStore:
 
     # -- garbage collection ---------------------------------------------------------------
 
+    def redact(self, text: str, *, dry_run: bool = False) -> Redaction:
+        """Replace ``text`` by ``[redacted]`` in every version of every file, past and current:
+        the history is rewritten from the first version holding it and one ``redact`` operation
+        appended (design.md, "Redaction"); ``push`` then replaces the remote's branch, and every
+        replica adopts it on its next pull. With ``dry_run``, only say which operations wrote
+        it and where. :class:`NotFound` when no version holds it, :class:`UsageError` when it
+        cannot be redacted (empty, part of the marker, in a path or session label); nothing is
+        written then. The old versions stay in the repository until the next :meth:`gc`, which
+        prunes them at once whatever its grace period."""
+        # Redaction sits above the store (it rewrites history through the store's reads and
+        # writes): imported when called, as sync is.
+        from . import redact as redacting
+
+        return redacting.redact(self, text, dry_run)
+
+    def use_head_meta(self, head: Operation | None) -> None:
+        """Under the writer lock: seal with the newest key epoch and stamp the metadata ``head``
+        carries, as :meth:`write` does (for commits written outside it: a redaction's)."""
+        self._use_meta(self.bound_meta(head))
+
+    def fresh_codec(self) -> None:
+        """Read and write through a new codec, which has nothing cached (a redaction: no old
+        version it read stays in memory)."""
+        codec = TreeCodec(self.repo, self.keys)
+        codec.meta_blob = self.codec.meta_blob
+        self.codec = codec
+        self.sizer = StoreSizer(codec)
+
     def gc(self, grace: float = DEFAULT_GC_GRACE) -> GcReport:
         """Pack the repository into one pack and prune objects that nothing references.
 
         An unreferenced object is removed only once it is older than ``grace`` seconds (two
-        weeks by default). Holds the writer lock, so no write races it; readers may run
-        meanwhile and keep working.
+        weeks by default), or at once by the first gc after a redaction. Holds the writer lock,
+        so no write races it; readers may run meanwhile and keep working.
         """
         with self.repo.write_lock(self.lock_timeout):
             return self.repo.gc(grace)

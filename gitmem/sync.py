@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from . import redact
 from .crypto import StoreKeys
 from .editor import TreeEditor
 from .errors import (
@@ -254,7 +255,17 @@ def _fetched(
         if theirs is not None:
             # As for a local head: refused before it can become the branch or a merge's parent.
             store.check_epoch(theirs)
-        _check_remote_head(store, seen, theirs, url)
+        try:
+            _check_remote_head(store, seen, theirs, url)
+        except RollbackDetected:
+            # Unless an authenticated redaction rewrote all this client saw there: then this
+            # replica's history moves onto the rewritten one first (gitmem.redact.adopt).
+            if (
+                seen is None
+                or theirs is None
+                or not redact.adopt(store, seen, theirs, url, fetched.accept)
+            ):
+                raise
         yield _Incoming(
             label, url, theirs, their_meta, marks, META_REF in heads, fetched.accept, seconds
         )
@@ -344,14 +355,21 @@ def _integrate(
     """
     if theirs is None:
         return SyncResult(label, url, "up-to-date", store.head(), None)
+    remote_head = theirs.commit
+    # Written on a history a redaction here rewrote: its copy on the new one is taken instead.
+    theirs = redact.onto_redaction(store, theirs, url, accept)
     for _ in range(_SYNC_RETRIES):
         with store.repo.write_lock(store.lock_timeout):
             # Again under the lock: a local key change may have happened since the fetch.
             _read_incoming(store, their_meta, url)
             ours = store.head_operation()
-            if store.contains(ours, theirs.commit, theirs.seq):
+            # A history a redaction here rewrote has nothing to give: merged, it would bring
+            # the text back (the push replaces it).
+            if store.contains(ours, theirs.commit, theirs.seq) or redact.supersedes(
+                store, ours, theirs
+            ):
                 assert ours is not None
-                return SyncResult(label, url, "up-to-date", ours.commit, theirs.commit)
+                return SyncResult(label, url, "up-to-date", ours.commit, remote_head)
             _refuse_retired_epoch(store, theirs, url)
             forward = ours is None or store.contains(theirs, ours.commit, ours.seq)
             if forward:
@@ -368,7 +386,7 @@ def _integrate(
                     store.high_water.advance(Mark(theirs.commit, theirs.seq))
                 head = store.head_operation()
                 assert head is not None
-                return SyncResult(label, url, "fast-forward", head.commit, theirs.commit)
+                return SyncResult(label, url, "fast-forward", head.commit, remote_head)
 
         def edit(head: Operation | None, tree: TreeEditor) -> Change[str] | NoChange[str]:
             # The write bound this replica's own metadata: read the incoming epochs again.
@@ -401,7 +419,7 @@ def _integrate(
 
         op, _ = store.write("merge", edit, detached=detached)
         if op is not None:
-            return SyncResult(label, url, "merged", op.commit, theirs.commit, op)
+            return SyncResult(label, url, "merged", op.commit, remote_head, op)
     raise ConflictError("the branch kept moving during the pull; nothing was merged, pull again")
 
 
@@ -432,6 +450,7 @@ def push(
             _identify(store, None, fetched.refs.get(META_REF), url)
     remote_head = heads.get(BRANCH)
     theirs = None
+    rewritten = False
     if remote_head is not None:
         if META_REF not in heads:
             # Its store is named in its head's tree, or it is no gitmem store (whose commit
@@ -442,28 +461,48 @@ def push(
             else:
                 with repo.fetching(url, [BRANCH], seconds) as fetched:
                     _identify(store, fetched.refs.get(BRANCH), None, url)
-        if not repo.has(remote_head):
-            raise PushRejected(
-                f"the remote {url} has commits this replica lacks; pull or sync first"
-            )
-        theirs = store.read_operation(remote_head)
-    _check_remote_head(store, seen, theirs, url)
+        if repo.has(remote_head):
+            theirs = store.read_operation(remote_head)
+        else:
+            if redact.redacted(store, head):
+                # Gone from here after a redaction and gc, or commits this replica lacks.
+                with repo.fetching(url, [BRANCH], seconds) as fetched:
+                    theirs = store.read_operation(fetched.refs[BRANCH])
+                    _check_remote_head(store, seen, theirs, url)
+                    rewritten = redact.supersedes(store, head, theirs)
+            if not rewritten:
+                raise PushRejected(
+                    f"the remote {url} has commits this replica lacks; pull or sync first"
+                )
+    if not rewritten:
+        _check_remote_head(store, seen, theirs, url)
+    # The one forced update: of a history an authenticated redaction here rewrote.
+    forced = rewritten
     if (
-        theirs is not None
+        not rewritten
+        and theirs is not None
         and head is not None
         and not store.contains(head, theirs.commit, theirs.seq)
     ):
-        raise PushRejected(f"the remote {url} has commits this replica lacks; pull or sync first")
+        if not redact.supersedes(store, head, theirs):
+            raise PushRejected(
+                f"the remote {url} has commits this replica lacks; pull or sync first"
+            )
+        forced = True
     specs = []
     if head is not None and (theirs is None or theirs.commit != head.commit):
-        specs.append(f"{BRANCH}:{BRANCH}")
+        specs.append(f"{'+' if forced else ''}{BRANCH}:{BRANCH}")
     if META_REF not in heads and repo.ref(META_REF) is not None:
         specs.append(f"{META_REF}:{META_REF}")
     if not specs:
         return SyncResult(
             label, url, "up-to-date", None if head is None else head.commit, remote_head
         )
-    repo.push(url, specs, store.lock_timeout, seconds)
+    if forced:
+        assert theirs is not None
+        repo.push(url, specs, store.lock_timeout, seconds, lease=theirs.commit)
+    else:
+        repo.push(url, specs, store.lock_timeout, seconds)
     if marks is not None and head is not None:
         marks.advance(Mark(head.commit, head.seq))
     return SyncResult(label, url, "pushed", None if head is None else head.commit, remote_head)
@@ -549,11 +588,23 @@ def _push_merge(store: MemoryStore, incoming: _Incoming, merge: Operation) -> Sy
     # this one a non-fast-forward (libgit2 refuses that before sending: PushRejected).
     # A push into a local store moves its ref file, which its unpublished log would override.
     publish_local_remote(incoming.url, store.lock_timeout)
-    specs = [f"{merge.commit}:{BRANCH}"]
+    assert incoming.theirs is not None
+    # A merge of the copy of a head written on the history a redaction here rewrote replaces it.
+    forced = redact.supersedes(store, merge, incoming.theirs)
+    specs = [f"{'+' if forced else ''}{merge.commit}:{BRANCH}"]
     if not incoming.remote_has_meta and store.repo.ref(META_REF) is not None:
         specs.append(f"{META_REF}:{META_REF}")
     try:
-        store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)
+        if forced:
+            store.repo.push(
+                incoming.url,
+                specs,
+                store.lock_timeout,
+                incoming.seconds,
+                lease=incoming.theirs.commit,
+            )
+        else:
+            store.repo.push(incoming.url, specs, store.lock_timeout, incoming.seconds)
     except PushRejected:
         raise
     except RemoteError:

@@ -219,7 +219,7 @@ def test_unknown_session_or_command_is_an_error_like_restore(gm: Gitmem) -> None
     assert (bogus.exit_code, bogus.stdout) == (2, "")
     assert bogus.stderr == (
         "gitmem: error: unknown command 'bogus': one of create, str_replace, insert, delete, "
-        "rename, restore, import, expire, keys, merge\n"
+        "rename, restore, import, expire, keys, merge, redact\n"
     )
     as_json = gm("log", "--session", "nosuch", "--json")
     assert json.loads(as_json.stderr)["message"] == "no operation of session 'nosuch'"
@@ -532,6 +532,6 @@ def test_log_help_lists_every_command_a_record_can_name() -> None:
     assert code == 0
     folded = " ".join(out.split())
     assert (
-        "(create, str_replace, insert, delete, rename, restore, import, expire, keys, merge)"
-        in (folded)
+        "(create, str_replace, insert, delete, rename, restore, import, expire, keys, merge, "
+        "redact)" in (folded)
     )

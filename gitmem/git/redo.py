@@ -377,6 +377,29 @@ class RedoLog:
             # One more pack: enough of them are merged, a bounded amount of it each time.
             self._after_pack(sum(len(payload) for _, payload in objects.values()))
 
+    def scrub(self) -> None:
+        """Under the writer lock, right after a checkpoint (the generation has no record): write
+        zeros over every byte of the log past its header, in place, and flush them, so that no
+        stale record of an earlier generation keeps the objects it carried (a redaction's old
+        versions). In place, not a new file renamed over it, so the blocks that held them are
+        overwritten on file systems that write in place (see docs/security.md)."""
+        if not self.enabled:
+            return
+        try:
+            fd = wal.open_log(self.file, write=True)
+        except FileNotFoundError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            step = 1 << 20
+            for offset in range(wal.HEADER_SIZE, size, step):
+                os.pwrite(fd, bytes(min(step, size - offset)), offset)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        with self._view_lock:
+            self._tail = None
+
     def clear_log_pending(self) -> None:
         """After a checkpoint's flush (under the writer lock): the repository alone is whole
         again, so git may read it (see :meth:`Config.clear_log_pending`), and this process has

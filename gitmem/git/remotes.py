@@ -188,23 +188,30 @@ class Remotes:
         lock_timeout: float,
         publish: Callable[[float], None],
         timeout: float = NETWORK_TIMEOUT,
+        *,
+        lease: str | None = None,
     ) -> None:
-        """Push ``refspecs`` (never forced) to ``url``, after a checkpoint (taking the writer
-        lock for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2
-        sends what the repository holds.
+        """Push ``refspecs`` to ``url``, after a checkpoint (taking the writer lock for it, up
+        to ``lock_timeout`` seconds, unless this thread holds it): libgit2 sends what the
+        repository holds. Never forced, but with a ``lease``, a redaction's: the remote's
+        branch is replaced only while it is at commit ``lease``, the head that was checked
+        (git's receive-pack moves a ref only from the value the push names).
 
         Raises :class:`PushRejected` when the remote refuses an update (it has commits this
         repository lacks), :class:`RemoteError` when it cannot be reached or does not answer
         within ``timeout`` seconds.
         """
-        if any(spec.startswith("+") for spec in refspecs):
-            raise ValueError("gitmem never force-pushes")
+        if lease is None and any(spec.startswith("+") for spec in refspecs):
+            raise ValueError("gitmem force-pushes only a redaction")
         publish(lock_timeout)
         remote = self._anonymous(url)
         callbacks = _Callbacks(url)
+        callbacks.lease = lease
         with _remote_errors(url, callbacks, timeout):
             try:
                 remote.push(refspecs, callbacks=callbacks)
+            except _LeaseBroken:
+                callbacks.rejected.append((BRANCH, "it moved since it was checked"))
             except pygit2.GitError as exc:
                 # The remote's branch moved since it was listed (another replica pushed):
                 # libgit2 refuses before sending, as the remote would have.
@@ -248,6 +255,10 @@ class Incoming:
             self.accepted = True
 
 
+class _LeaseBroken(Exception):
+    """A forced update's lease did not hold (see :meth:`_Callbacks.push_negotiation`)."""
+
+
 class _Callbacks(pygit2.RemoteCallbacks):
     """Credentials from the environment only, and a record of refused ref updates.
 
@@ -260,12 +271,22 @@ class _Callbacks(pygit2.RemoteCallbacks):
     def __init__(self, url: str) -> None:
         super().__init__()
         self.rejected: list[tuple[str, str]] = []
+        # The only value the remote's branch may have for a forced update to go ahead.
+        self.lease: str | None = None
         self._offered: set[str] = set()
         self.interrupted = False
         self._url = url
         # libgit2 reads ~/.ssh/known_hosts below the home it found when it started: make it
         # the one knownhosts reads, the user's home now.
         pygit2.settings.homedir = str(knownhosts.known_hosts_file().parent.parent)
+
+    def push_negotiation(self, updates: list[pygit2.remotes.PushUpdate]) -> None:
+        """Stop a forced update (a redaction's) when the remote's branch is not at its lease:
+        another replica pushed since it was checked, and would lose that work."""
+        for update in updates:
+            moved = update.dst_refname == BRANCH and str(update.src) != self.lease
+            if self.lease is not None and moved:
+                raise _LeaseBroken
 
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
         """ssh: the host key must be the one ``~/.ssh/known_hosts`` holds (libgit2 checks,

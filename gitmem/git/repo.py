@@ -45,6 +45,8 @@ from .remotes import NETWORK_TIMEOUT, Incoming, Remotes
 
 # How long opening a store after a reboot waits for the writer lock to recover it.
 _RECOVERY_LOCK_SECONDS = 30.0
+# In the repository while the next gc must prune every unreferenced object (see prune_next_gc).
+PRUNE_NOW = "gitmem.prune-now"
 
 
 class GitRepo:
@@ -355,6 +357,12 @@ class GitRepo:
         """
         self._publish_or_fail(clear=clear)
 
+    def scrub_log(self) -> None:
+        """Under the writer lock: publish the redo log (a checkpoint), then overwrite every
+        stale record it still holds with zeros (see :meth:`RedoLog.scrub`)."""
+        self._publish_or_fail(clear=True, maintain=False)
+        self.log.scrub()
+
     def _publish_or_fail(self, *, clear: bool, maintain: bool = True) -> None:
         try:
             self._checkpoint(clear=clear, maintain=maintain)
@@ -505,12 +513,16 @@ class GitRepo:
         refspecs: list[str],
         lock_timeout: float = 30.0,
         timeout: float = NETWORK_TIMEOUT,
+        *,
+        lease: str | None = None,
     ) -> None:
-        """Push ``refspecs`` (never forced) to ``url``, after publishing the redo log (taking
-        the writer lock for it, up to ``lock_timeout`` seconds, unless this thread holds it):
-        libgit2 sends what the repository holds (see :meth:`Remotes.push`); a remote silent
-        for ``timeout`` seconds is a :class:`RemoteError`."""
-        self.remotes.push(url, refspecs, lock_timeout, self.publish, timeout)
+        """Push ``refspecs`` to ``url``, after publishing the redo log (taking the writer lock
+        for it, up to ``lock_timeout`` seconds, unless this thread holds it): libgit2 sends
+        what the repository holds (see :meth:`Remotes.push`); a remote silent for ``timeout``
+        seconds is a :class:`RemoteError`. Never forced, except with a ``lease``: the one
+        forced update, of a branch an authenticated redaction rewrote (gitmem.redact), made
+        only while the remote's branch is at commit ``lease`` (:meth:`Remotes.push`)."""
+        self.remotes.push(url, refspecs, lock_timeout, self.publish, timeout, lease=lease)
 
     # -- maintenance: after the redo log is published --------------------------------------
 
@@ -526,10 +538,25 @@ class GitRepo:
 
     def gc(self, grace: float, now: float | None = None) -> GcReport:
         """Pack every reachable object into one pack and prune what nothing references (see
-        :meth:`Maintenance.gc`). The caller holds the writer lock."""
+        :meth:`Maintenance.gc`); after :meth:`prune_next_gc`, whatever ``grace`` says, every
+        unreferenced object. The caller holds the writer lock."""
         # What the redo log holds goes into the repository first: gc walks and packs it.
         self._publish_or_fail(clear=True, maintain=False)
-        return self.maintenance.gc(grace, now)
+        marker = self.path / PRUNE_NOW
+        pending = marker.is_file()
+        report = self.maintenance.gc(0.0 if pending else grace, now)
+        if pending:
+            marker.unlink()
+        return report
+
+    def prune_next_gc(self) -> None:
+        """Under the writer lock: make the next :meth:`gc` prune every unreferenced object,
+        whatever its grace period (after a redaction, whose old versions nothing references;
+        the file ``gitmem.prune-now`` says so until that gc has run)."""
+        marker = self.path / PRUNE_NOW
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        self.fsync_dir()
 
     def maintain(self, budget: int | None = None) -> MaintenanceReport:
         """Pack loose objects and merge small packs when there are enough of them (see
