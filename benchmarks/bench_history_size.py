@@ -335,6 +335,9 @@ class Sizes:
     packed_objects: int
     plain_aggressive: int
     gitmem_aggressive: int
+    pulled_ops: int
+    plain_pull: int
+    gitmem_pull: int
 
     @property
     def ratio_as_written(self) -> float:
@@ -343,6 +346,29 @@ class Sizes:
     @property
     def ratio_aggressive(self) -> float:
         return self.gitmem_aggressive / self.plain_aggressive
+
+    @property
+    def ratio_pull(self) -> float:
+        return self.gitmem_pull / self.plain_pull
+
+
+def pull_bytes(repo: Path, new: int) -> int:
+    """Bytes of the pack a git server sends a replica that lacks the last ``new`` commits of
+    ``main``: ``git pack-objects --thin`` as ``upload-pack`` runs it (deltas against what the
+    replica has allowed)."""
+    have = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", f"main~{new}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    pack = subprocess.run(
+        ["git", "-C", str(repo), "pack-objects", "--revs", "--thin", "--stdout", "-q"],
+        input=f"main\n^{have}\n".encode(),
+        check=True,
+        capture_output=True,
+    ).stdout
+    return len(pack)
 
 
 def measure(ops: list[Op], work: Path) -> Sizes:
@@ -364,12 +390,17 @@ def measure(ops: list[Op], work: Path) -> Sizes:
     plain_gc, plain_gc_disk = file_bytes(plain_path), disk_use(plain_path)
     report = store.gc()
     after_gitmem_gc = object_bytes(store.path)
+    commits = sum(1 for _ in store.log())
+    # A pull of the newer half of the history (at most 1,000 operations), as a git server
+    # would send it to a replica that has the older half; both sides packed as above.
+    pulled = min(1000, commits // 2)
+    plain_pull, gitmem_pull = pull_bytes(plain_path, pulled), pull_bytes(store.path, pulled)
     git_gc_aggressive(plain_path)
     git_gc_aggressive(store.path)
     if not store.verify().ok:
         raise SystemExit("verify failed after gc")
     return Sizes(
-        commits=sum(1 for _ in store.log()),
+        commits=commits,
         as_written=loose,
         as_written_disk=as_written,
         log_disk=log_disk,
@@ -379,6 +410,9 @@ def measure(ops: list[Op], work: Path) -> Sizes:
         packed_objects=report.packed,
         plain_aggressive=object_bytes(plain_path),
         gitmem_aggressive=object_bytes(store.path),
+        pulled_ops=pulled,
+        plain_pull=plain_pull,
+        gitmem_pull=gitmem_pull,
     )
 
 
@@ -405,13 +439,15 @@ def family(work: Path) -> int:
             file=sys.stderr,
         )
     print("| shape | commits | plain git, aggressive | gitmem, aggressive | ratio |", end="")
-    print(" gitmem as written | plain git after `git gc` | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(" gitmem as written | plain git after `git gc` | ratio |", end="")
+    print(" pull: operations | plain git sends | gitmem sends | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape, label, s in rows:
         print(
             f"| {label} (`{shape}`) | {s.commits:,} | {s.plain_aggressive:,} | "
             f"{s.gitmem_aggressive:,} | **{s.ratio_aggressive:.2f}x** | {s.as_written:,} | "
-            f"{s.plain_gc:,} | **{s.ratio_as_written:.2f}x** |"
+            f"{s.plain_gc:,} | **{s.ratio_as_written:.2f}x** | {s.pulled_ops:,} | "
+            f"{s.plain_pull:,} | {s.gitmem_pull:,} | **{s.ratio_pull:.2f}x** |"
         )
     return 0
 
@@ -456,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plain git after gc --aggressive:  {s.plain_aggressive:,} bytes")
     print(f"gitmem after gc --aggressive:     {s.gitmem_aggressive:,} bytes")
     print(f"ratio gitmem / plain git: {s.ratio_aggressive:.2f}x (target <= 2x)")
+    print(
+        f"a pull of the last {s.pulled_ops:,} operations: plain git sends {s.plain_pull:,} "
+        f"bytes, gitmem {s.gitmem_pull:,} ({s.ratio_pull:.2f}x)"
+    )
     return 0
 
 
