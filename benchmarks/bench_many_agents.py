@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,61 @@ def log_line(step: int, agent: int) -> str:
     return f"agent {agent:02d} step {step:02d} done"
 
 
+def trace_sync(events: list[list[Any]]) -> None:
+    """Record in ``events`` each network round trip, merge and pause a sync makes, as
+    ``[what, seconds]`` (``--trace``: where a sync's time goes)."""
+    import gitmem.sync
+    from gitmem.git.repo import GitRepo
+
+    def timed(what: str, call: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                events.append([what, time.perf_counter() - started])
+
+        return wrapper
+
+    def timed_entry(what: str, manager: Any) -> Any:
+        # The fetch happens when the block is entered.
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            context = manager(*args, **kwargs)
+            value = context.__enter__()
+            events.append([what, time.perf_counter() - started])
+
+            class Entered:
+                def __enter__(self) -> Any:
+                    return value
+
+                def __exit__(self, *exc: Any) -> Any:
+                    return context.__exit__(*exc)
+
+            return Entered()
+
+        return wrapper
+
+    GitRepo.list_remote = timed("list", GitRepo.list_remote)  # type: ignore[method-assign]
+    GitRepo.fetching = timed_entry("fetch", GitRepo.fetching)  # type: ignore[method-assign]
+    GitRepo.push = timed("push", GitRepo.push)  # type: ignore[method-assign]
+    gitmem.sync._integrate = timed("merge", gitmem.sync._integrate)  # type: ignore[attr-defined]
+    # sync's own pauses only (not the sleeps of the rest of the process).
+    gitmem.sync.time = types.SimpleNamespace(  # type: ignore[attr-defined]
+        monotonic=time.monotonic, sleep=timed("pause", time.sleep)
+    )
+
+
 def agent_main(spec: dict[str, Any]) -> None:
     """One agent: clone, wait for the start signal, write and sync; results as JSON."""
     me, root = spec["agent"], Path(spec["root"])
+    events: list[list[Any]] = []
     store = MemoryStore.clone(
         spec["url"], root / f"a{me:02d}.git", spec["key"], state_dir=root / "state"
     )
     store.session = f"agent{me:02d}"
+    if spec.get("trace"):
+        trace_sync(events)
     (root / f"ready{me:02d}").touch()
     while not (root / "go").exists():
         time.sleep(0.01)
@@ -79,6 +128,7 @@ def agent_main(spec: dict[str, Any]) -> None:
         acked.append(step)
         point: dict[str, Any] = {"calls": [], "ok": False}
         for _ in range(spec["tries"]):
+            events.clear()
             started = time.perf_counter()
             try:
                 store.sync()
@@ -88,7 +138,7 @@ def agent_main(spec: dict[str, Any]) -> None:
                 outcome = f"{type(exc).__name__}: {exc}"
             else:
                 outcome = "ok"
-            point["calls"].append([outcome, time.perf_counter() - started])
+            point["calls"].append([outcome, time.perf_counter() - started, list(events)])
             if outcome == "ok":
                 point["ok"] = True
                 break
@@ -142,6 +192,7 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
                 "writes": args.writes,
                 "tries": args.tries,
                 "deadline": deadline,
+                "trace": getattr(args, "trace", False),
                 "out": str(root / f"out{agent:02d}.json"),
             }
             procs.append(
@@ -188,9 +239,9 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
         siblings = sum(".conflict-" in path for path in final.files())
         points = [point for result in results for point in result["syncs"]]
         calls = [call for point in points for call in point["calls"]]
-        ok_times = [seconds for outcome, seconds in calls if outcome == "ok"]
+        ok_times = [seconds for outcome, seconds, _ in calls if outcome == "ok"]
         failures: dict[str, int] = {}
-        for outcome, _ in calls:
+        for outcome, _, _ in calls:
             if outcome != "ok":
                 kind = outcome.split(":")[0]
                 failures[kind] = failures.get(kind, 0) + 1
@@ -199,7 +250,7 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
             "agents": n,
             "syncs": len(points),
             "ok": sum(point["ok"] for point in points),
-            "false_alarms": sum(outcome.startswith("false alarm") for outcome, _ in calls),
+            "false_alarms": sum(outcome.startswith("false alarm") for outcome, _, _ in calls),
             "lost": lost,
             "writes": writes,
             "commits_per_write": (remote_commits(bare) - seeded) / max(1, writes),
@@ -210,7 +261,34 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
             "wall": wall,
             "ok_per_second": len(ok_times) / wall,
             "failures": failures,
+            "trace": trace_summary(calls) if getattr(args, "trace", False) else None,
         }
+
+
+def trace_summary(calls: list[list[Any]]) -> dict[str, Any]:
+    """Per outcome (ok, or the error's kind): calls, mean seconds, mean attempts, round trips
+    per attempt, and mean seconds spent in each part (``--trace``)."""
+    groups: dict[str, list[list[Any]]] = {}
+    for call in calls:
+        groups.setdefault(call[0].split(":")[0], []).append(call)
+    summary: dict[str, Any] = {}
+    for kind, members in groups.items():
+        parts: dict[str, float] = {}
+        attempts = trips = 0
+        for _, _, events in members:
+            attempts += sum(what == "fetch" for what, _ in events) or 1
+            trips += sum(what in ("list", "fetch", "push") for what, _ in events)
+            for what, seconds in events:
+                parts[what] = parts.get(what, 0.0) + seconds
+        count = len(members)
+        summary[kind] = {
+            "calls": count,
+            "seconds": round(sum(call[1] for call in members) / count, 2),
+            "attempts": round(attempts / count, 1),
+            "trips/attempt": round(trips / max(1, attempts), 2),
+            **{what: round(total / count, 2) for what, total in sorted(parts.items())},
+        }
+    return summary
 
 
 def main() -> None:
@@ -221,6 +299,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per N (default 900)")
     parser.add_argument("--agent-spec", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print each row as JSON too")
+    parser.add_argument(
+        "--trace", action="store_true", help="where a sync's time goes (implies --json)"
+    )
     args = parser.parse_args()
     if args.agent_spec:
         agent_main(json.loads(args.agent_spec))
@@ -241,7 +322,7 @@ def main() -> None:
                 f"| {row['rounds']} | {row['ok_per_second']:.1f} |",
                 flush=True,
             )
-            if args.json:
+            if args.json or args.trace:
                 print(json.dumps(row), flush=True)
 
 

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ class HighWater:
         # The version 1 file (the format 1 client's per-store file when neither is given).
         self.path = self.dir / store_id / f"{stem}.json" if stem else self._legacy
         self.mark_path = str(self.dir / store_id / f"{stem}.mark") if stem else None
+        self._turn_path = self.dir / store_id / f"{stem}.turn" if stem else None
 
     def read(self) -> Mark | None:
         """The recorded mark, or None when this client has never seen the replica or remote."""
@@ -206,6 +208,48 @@ class HighWater:
             return None
         return fd
 
+    @contextlib.contextmanager
+    def turn(self, deadline: float) -> Iterator[None]:
+        """Hold, for the block, this replica's or remote's turn: an exclusive ``flock`` of
+        ``<kind>-<digest>.turn`` beside the mark, which the processes sharing this state
+        directory take one at a time (the kernel releases it when its holder dies).
+
+        Raises :class:`TimeoutError` when another process still holds it at ``deadline`` (a
+        :func:`time.monotonic` time). Where the lock file cannot be made or opened (a read-only
+        state directory, something other than a file in its place), the block runs without
+        it: taking turns saves work, it protects nothing.
+        """
+        fd = None
+        if self._turn_path is not None:
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            with contextlib.suppress(OSError):
+                make_private_dirs(self._turn_path.parent)
+                fd = os.open(self._turn_path, flags, FILE_MODE)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    fd = None
+        if fd is None:
+            yield
+            return
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{self._turn_path} is still held")
+                time.sleep(_TURN_POLL_SECONDS)
+            lock_held(fd)
+            try:
+                yield
+            finally:
+                release_lock(fd)
+        finally:
+            os.close(fd)
+
     def reset(self, mark: Mark | None) -> None:
         """Replace the mark unconditionally (the user accepted the current branch)."""
         if self.mark_path is None:
@@ -228,6 +272,9 @@ class HighWater:
             make_private_dirs(self.path.parent)
             atomic_write(self.mark_path, data, durable=durable)
 
+
+# How often a process waiting for a turn (HighWater.turn) looks whether it is free.
+_TURN_POLL_SECONDS = 0.005
 
 # A version 2 mark file: two slots of this many bytes, each one line of ASCII:
 # "gitmem-mark 2 <seq> <commit> <crc32>" (the CRC-32 of what precedes it, 8 hex digits),

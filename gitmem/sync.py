@@ -514,13 +514,47 @@ def sync(
     """Pull (merging if needed), then push what the remote lacks; ``timeout`` as for
     :func:`pull`.
 
-    When another replica pushes between the two, the push is refused and sync starts again
-    after a random pause (doubling with each attempt, up to half a second), for up to
-    :data:`SYNC_PATIENCE` seconds; then :class:`PushRejected`. A merge commit reaches this
+    Processes sharing this client's state directory sync with one remote one at a time (each
+    waits for its turn). When another replica pushes between the pull and the push, the push
+    is refused and sync starts again after a random pause (doubling with each attempt, up to
+    half a second); after :data:`SYNC_PATIENCE` seconds in all, :class:`PushRejected`. A merge commit reaches this
     replica's branch only once the remote took it (or could not be reached): a refused
     attempt leaves no merge behind to be merged again.
     """
     deadline = time.monotonic() + SYNC_PATIENCE
+    with _taking_turns(store, remote, deadline):
+        return _sync_until(store, remote, timeout, deadline)
+
+
+@contextlib.contextmanager
+def _taking_turns(store: MemoryStore, remote: str, deadline: float) -> Iterator[None]:
+    """Hold this client's turn to sync with ``remote`` (:meth:`HighWater.turn`), waiting for it
+    until ``deadline``: processes sharing a state directory (agents on one machine) sync with
+    one remote one at a time, instead of racing for its branch. Each attempt of a race costs a
+    fetch and a merge, and all but one are refused: many agents on one machine spent their
+    shared processors on attempts that were refused, and ran out of patience."""
+    marks = _remote_mark(store, resolve_remote(store.repo, remote)[1])
+    if marks is None:
+        yield
+        return
+    held = False
+    try:
+        with marks.turn(deadline):
+            held = True
+            yield
+    except TimeoutError:
+        if held:
+            raise
+        raise PushRejected(
+            f"other processes of this client kept syncing with the remote {marks.where} for "
+            f"{SYNC_PATIENCE:g} seconds; nothing was lost, sync again"
+        ) from None
+
+
+def _sync_until(
+    store: MemoryStore, remote: str, timeout: float | None, deadline: float
+) -> SyncResult:
+    """:func:`sync`'s attempts, until one succeeds or ``deadline`` passes."""
     attempt = 0
     fetched: list[str | None] = []
     while True:

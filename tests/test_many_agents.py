@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -17,8 +19,10 @@ from types import ModuleType
 import pytest
 from helpers_git_servers import bare_repo, git_daemon
 
+import gitmem.sync
 from gitmem import MemoryStore
 from gitmem.errors import PushRejected
+from gitmem.highwater import HighWater
 from gitmem.sync import SYNC_PATIENCE
 
 
@@ -71,3 +75,72 @@ def test_a_push_refused_though_the_remote_did_not_move_is_not_retried(
         with pytest.raises(PushRejected, match="refused the update of refs/heads/main"):
             store.sync()
         assert time.monotonic() - started < SYNC_PATIENCE / 2
+
+
+def test_agents_on_one_machine_take_turns_and_never_race(tmp_path: Path, key: str) -> None:
+    # Processes sharing a state directory sync with one remote one at a time: no sync of
+    # theirs is ever refused because another pushed first, so each takes one attempt (one
+    # fetch). Racing, they spent their shared processors on attempts that were refused.
+    args = argparse.Namespace(writes=6, tries=1, timeout=300, trace=True)
+    row = bench.one_run(4, args, key, tmp_path)
+    assert (row["syncs"], row["ok"], row["lost"], row["false_alarms"]) == (24, 24, 0, 0)
+    assert row["trace"]["ok"]["calls"] == 24
+    assert row["trace"]["ok"]["attempts"] == 1.0
+    assert "pause" not in row["trace"]["ok"]
+    assert row["commits_per_write"] <= 2
+
+
+def test_a_sync_waits_for_the_turn_another_process_holds(tmp_path: Path, key: str) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    bare = bare_repo(served, "memory.git")
+    with git_daemon(served) as base:
+        url = f"{base}/memory.git"
+        store = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "state")
+        store.create("/memories/a.md", "a\n")
+        store.add_remote("origin", url)
+        # Another process of this client syncing with that remote holds its turn (a second
+        # open file description of the lock file is as good as another process).
+        marks = HighWater(store.store_id, tmp_path / "state", remote=url)
+        done = threading.Event()
+        with marks.turn(time.monotonic() + 5):
+            thread = threading.Thread(target=lambda: (store.sync(), done.set()))
+            thread.start()
+            assert not done.wait(0.5)
+            assert _remote_head(bare) is None
+        thread.join(30)
+        assert done.is_set()
+        assert _remote_head(bare) == store.head()
+
+
+def test_a_turn_held_past_the_patience_is_reported_and_loses_nothing(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    bare = bare_repo(served, "memory.git")
+    with git_daemon(served) as base:
+        url = f"{base}/memory.git"
+        store = MemoryStore.init(tmp_path / "a.git", key, state_dir=tmp_path / "state")
+        store.create("/memories/a.md", "a\n")
+        store.add_remote("origin", url)
+        monkeypatch.setattr(gitmem.sync, "SYNC_PATIENCE", 0.3)
+        marks = HighWater(store.store_id, tmp_path / "state", remote=url)
+        with marks.turn(time.monotonic() + 5), pytest.raises(PushRejected) as raised:
+            store.sync()
+        assert str(raised.value) == (
+            f"other processes of this client kept syncing with the remote {url} for 0.3 "
+            "seconds; nothing was lost, sync again"
+        )
+        assert _remote_head(bare) is None
+        assert store.sync().action == "pushed"
+        assert _remote_head(bare) == store.head()
+
+
+def _remote_head(bare: Path) -> str | None:
+    out = subprocess.run(
+        ["git", "--git-dir", str(bare), "rev-parse", "--verify", "-q", "refs/heads/main"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip() or None
