@@ -4,7 +4,9 @@
     python benchmarks/bench_many_agents.py --agents 20 --writes 20 --tries 1
 
 Each agent is a separate process with its own replica (``MemoryStore.clone`` of the served
-store) and, as agents on one machine do, one state directory shared by all. Once every agent
+store) and, as agents on one machine do, one state directory shared by all (with
+``--state-per-agent``, one each, as agents on separate machines have: they do not take turns,
+they race). Once every agent
 has cloned, each makes ``--writes`` writes and calls ``sync()`` after each (up to ``--tries``
 calls at a sync point; the default, 1, measures what ``sync`` achieves with its own retries).
 The writes edit neighbouring lines of shared files: even writes tick the agent's line of the
@@ -56,6 +58,12 @@ def log_line(step: int, agent: int) -> str:
     return f"agent {agent:02d} step {step:02d} done"
 
 
+def state_of(spec: dict[str, Any], agent: int) -> Path:
+    """The state directory of ``agent``: shared, or its own with ``--state-per-agent``."""
+    root = Path(spec["root"])
+    return root / f"state{agent:02d}" if spec.get("state_per_agent") else root / "state"
+
+
 def trace_sync(events: list[list[Any]]) -> None:
     """Record in ``events`` each network round trip, merge and pause a sync makes, as
     ``[what, seconds]`` (``--trace``: where a sync's time goes)."""
@@ -94,9 +102,9 @@ def trace_sync(events: list[list[Any]]) -> None:
     GitRepo.list_remote = timed("list", GitRepo.list_remote)  # type: ignore[method-assign]
     GitRepo.fetching = timed_entry("fetch", GitRepo.fetching)  # type: ignore[method-assign]
     GitRepo.push = timed("push", GitRepo.push)  # type: ignore[method-assign]
-    gitmem.sync._integrate = timed("merge", gitmem.sync._integrate)  # type: ignore[attr-defined]
+    gitmem.sync._integrate = timed("merge", gitmem.sync._integrate)
     # sync's own pauses only (not the sleeps of the rest of the process).
-    gitmem.sync.time = types.SimpleNamespace(  # type: ignore[attr-defined]
+    gitmem.sync.time = types.SimpleNamespace(  # type: ignore[assignment, attr-defined]
         monotonic=time.monotonic, sleep=timed("pause", time.sleep)
     )
 
@@ -106,7 +114,7 @@ def agent_main(spec: dict[str, Any]) -> None:
     me, root = spec["agent"], Path(spec["root"])
     events: list[list[Any]] = []
     store = MemoryStore.clone(
-        spec["url"], root / f"a{me:02d}.git", spec["key"], state_dir=root / "state"
+        spec["url"], root / f"a{me:02d}.git", spec["key"], state_dir=state_of(spec, me)
     )
     store.session = f"agent{me:02d}"
     if spec.get("trace"):
@@ -193,6 +201,7 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
                 "tries": args.tries,
                 "deadline": deadline,
                 "trace": getattr(args, "trace", False),
+                "state_per_agent": getattr(args, "state_per_agent", False),
                 "out": str(root / f"out{agent:02d}.json"),
             }
             procs.append(
@@ -212,7 +221,13 @@ def one_run(n: int, args: argparse.Namespace, key: str, tmp: Path) -> dict[str, 
         wall = time.perf_counter() - started
         results = [json.loads((root / f"out{a:02d}.json").read_text()) for a in range(n)]
         replicas = [
-            MemoryStore.open(root / f"a{a:02d}.git", key, state_dir=root / "state")
+            MemoryStore.open(
+                root / f"a{a:02d}.git",
+                key,
+                state_dir=state_of(
+                    {"root": root, "state_per_agent": getattr(args, "state_per_agent", False)}, a
+                ),
+            )
             for a in range(n)
         ]
         rounds = 0
@@ -299,6 +314,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per N (default 900)")
     parser.add_argument("--agent-spec", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print each row as JSON too")
+    parser.add_argument(
+        "--state-per-agent",
+        action="store_true",
+        help="a state directory per agent (agents on separate machines: they race)",
+    )
     parser.add_argument(
         "--trace", action="store_true", help="where a sync's time goes (implies --json)"
     )

@@ -219,29 +219,25 @@ class HighWater:
         state directory, something other than a file in its place), the block runs without
         it: taking turns saves work, it protects nothing.
         """
-        fd = None
-        if self._turn_path is not None:
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            with contextlib.suppress(OSError):
-                make_private_dirs(self._turn_path.parent)
-                fd = os.open(self._turn_path, flags, FILE_MODE)
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    os.close(fd)
-                    fd = None
+        fd = None if self._turn_path is None else _open_turn(self._turn_path)
         if fd is None:
             yield
             return
         try:
-            while True:
+            held = False
+            while not held:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
+                    held = True
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"{self._turn_path} is still held")
-                time.sleep(_TURN_POLL_SECONDS)
+                        break  # no flock on this file system: without a turn, as above
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{self._turn_path} is still held") from None
+                    time.sleep(_TURN_POLL_SECONDS)
+            if not held:
+                yield
+                return
             lock_held(fd)
             try:
                 yield
@@ -271,6 +267,24 @@ class HighWater:
         except FileNotFoundError:  # the directory was removed since
             make_private_dirs(self.path.parent)
             atomic_write(self.mark_path, data, durable=durable)
+
+
+def _open_turn(path: Path) -> int | None:
+    """The turn file at ``path`` opened (made owner-only if missing, never through a symbolic
+    link), or None when it cannot be, or something other than a regular file is there."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        make_private_dirs(path.parent)
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 # How often a process waiting for a turn (HighWater.turn) looks whether it is free.
