@@ -517,9 +517,9 @@ def sync(
     Processes sharing this client's state directory sync with one remote one at a time (each
     waits for its turn). When another replica pushes between the pull and the push, the push
     is refused and sync starts again after a random pause (doubling with each attempt, up to
-    half a second); after :data:`SYNC_PATIENCE` seconds in all, :class:`PushRejected`. A merge commit reaches this
-    replica's branch only once the remote took it (or could not be reached): a refused
-    attempt leaves no merge behind to be merged again.
+    half a second); after :data:`SYNC_PATIENCE` seconds in all, :class:`PushRejected`. A
+    merge commit reaches this replica's branch only once the remote took it (or could not be
+    reached): a refused attempt leaves no merge behind to be merged again.
     """
     deadline = time.monotonic() + SYNC_PATIENCE
     with _taking_turns(store, remote, deadline):
