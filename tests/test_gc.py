@@ -251,10 +251,14 @@ def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: st
     )
 
 
-def test_an_old_pack_with_young_garbage_is_kept(repo_path: Path, key: str) -> None:
+def test_the_young_garbage_of_an_old_pack_is_kept_alone(repo_path: Path, key: str) -> None:
+    """A pack holding young garbage is replaced by a pack of that garbage alone, dated as the
+    pack was: its reachable objects are in gc's new pack, and are not stored twice."""
     store = filled(repo_path, key)
     store.gc(grace=0)
     (first,) = packs(repo_path)
+    then = time.time() - DAY / 2
+    os.utime(first.with_suffix(".pack"), (then, then))
     # History rewritten by hand: the last commit becomes unreachable, but only just.
     head = store.head()
     assert head is not None
@@ -262,14 +266,43 @@ def test_an_old_pack_with_young_garbage_is_kept(repo_path: Path, key: str) -> No
     subprocess.run(
         ["git", "--git-dir", str(repo_path), "update-ref", "refs/heads/main", parent], check=True
     )
+    garbage = _pack_index_oids(first) - set(store.repo.reachable())
     report = store.gc(grace=DAY)
-    assert first in packs(repo_path) and len(packs(repo_path)) == 2
-    assert report.kept > 0 and store.repo.has(head)
+    assert first not in packs(repo_path) and len(packs(repo_path)) == 2
+    (kept,) = [idx for idx in packs(repo_path) if _pack_index_oids(idx) == garbage]
+    assert kept.with_suffix(".pack").stat().st_mtime == then
+    assert report.kept == len(garbage) > 0 and store.repo.has(head)
+    git_reads_the_packs(repo_path)
+    # Garbage alone is not written again: its date stays.
+    report = store.gc(grace=DAY)
+    assert kept in packs(repo_path) and report.kept == len(garbage)
     then = time.time() - 2 * DAY
-    os.utime(first.with_suffix(".pack"), (then, then))
+    os.utime(kept.with_suffix(".pack"), (then, then))
     report = store.gc(grace=DAY)
-    assert first not in packs(repo_path) and len(packs(repo_path)) == 1
-    assert report.pruned > 0 and not store.repo.has(head)
+    assert kept not in packs(repo_path) and len(packs(repo_path)) == 1
+    assert report.pruned == len(garbage) and not store.repo.has(head)
+
+
+def test_gc_never_grows_a_store_whose_pack_holds_young_garbage(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose history maintenance packed together with one object nothing references
+    (left by a write that failed after a checkpoint): gc with the default grace makes it no
+    bigger, and again no bigger the second time."""
+    store = filled(repo_path, key)
+    store.repo.write_blob(b"left behind a minute ago")
+    checkpoint_loose(store.repo)
+    monkeypatch.setattr(git_maintenance, "AUTO_PACK_LOOSE", 0)
+    before = packs(repo_path)
+    assert store.repo.maintain().packed_loose > 50
+    (history,) = set(packs(repo_path)) - set(before)
+    report = store.gc()
+    assert report.kept == 1
+    assert report.bytes_after <= report.bytes_before
+    assert history not in packs(repo_path)
+    again = store.gc()
+    assert again.kept == 1 and again.bytes_after <= again.bytes_before
+    assert MemoryStore.open(repo_path, key).verify().ok
 
 
 def test_gc_reads_each_reachable_object_once(

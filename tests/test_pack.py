@@ -246,6 +246,40 @@ def test_a_bucket_tree_is_a_delta_of_its_own_last_version(tmp_path: Path) -> Non
     }
 
 
+def test_the_delta_bases_kept_are_bounded_and_the_newest_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bytes kept for delta bases the oldest trees are forgotten, not all of them: a
+    tree's next version, written a little later, is still a delta of it, however many trees
+    went before; and what is kept stays under the bound."""
+    monkeypatch.setattr(pack, "_BASES_BYTES", 20_000)
+    repo = bare(tmp_path)
+    blobs = [(b"blob", bytes([i, j])) for i in range(60) for j in range(2)]
+    ids = [object_id(kind, payload) for kind, payload in blobs]
+
+    def tree(k: int, version: int) -> bytes:
+        entries = [(b"100644", f"t{k:03d}-{i:02d}", ids[(k + i) % 60 * 2]) for i in range(20)]
+        entries[10] = (b"100644", f"t{k:03d}-10", ids[(k + 10) % 60 * 2 + version])
+        return tree_bytes(entries)
+
+    trees = [(b"tree", tree(0, 0))]
+    for k in range(1, 60):
+        trees += [(b"tree", tree(k, 0)), (b"tree", tree(k - 1, 1))]
+    objects = [*blobs, *trees]
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    bases = delta_bases(idx)
+    for k in range(59):
+        assert bases[object_id(b"tree", tree(k, 1))] == object_id(b"tree", tree(k, 0))
+    kept = pack._TreeBases(set())
+    for offset, (_, payload) in enumerate(trees):
+        kept.add(payload, pack._keys(payload), offset, 0, None, None)
+        held = {id(entry[0]) for entries in kept.keyed.values() for entry in entries}
+        assert kept.kept <= pack._BASES_BYTES and len(held) <= len(kept.added)
+    assert sum(size for size, _ in kept.added.values()) < pack._BASES_BYTES < len(trees) * 800
+
+
 def test_many_objects_sharing_fanout_bytes(tmp_path: Path) -> None:
     repo = bare(tmp_path)
     rng = random.Random(2)

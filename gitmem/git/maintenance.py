@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pygit2
 
-from ..errors import IntegrityError, StorageError
+from ..errors import GitMemError, IntegrityError, StorageError
 from .files import require_file
 from .handle import Handle
 from .objects import (
@@ -219,16 +219,25 @@ class Maintenance:
         # A multi-pack index may name packs removed below; readers fall back to the .idx files.
         with contextlib.suppress(FileNotFoundError):
             (pack_dir / "multi-pack-index").unlink()
+        # An old pack that holds young garbage keeps only that: its reachable objects are in
+        # the new pack, and keeping the whole pack would store them twice (a large merged
+        # pack with one young unreachable object in it would double the store).
+        young_in: dict[Path, set[str]] = {}
         for idx in old_packs:
             if idx == new_idx or idx.with_suffix(".keep").exists():
                 continue
-            garbage = _pack_index_oids(idx) - reachable.keys()
+            listed = _pack_index_oids(idx)
+            garbage = listed - reachable.keys()
             if garbage and now - idx.with_suffix(".pack").stat().st_mtime < grace:
                 report.kept += len(garbage)
+                if len(garbage) < len(listed):
+                    young_in[idx] = garbage
                 continue
             report.pruned += len(garbage)
             report.removed_packs += 1
             _remove_pack(idx)
+        if young_in:
+            report.removed_packs += self._repack_young_garbage(young_in, pack_dir)
         for leftover in pack_dir.iterdir() if pack_dir.is_dir() else []:
             if _stale_pack_leftover(leftover, now, grace):
                 report.temporaries += 1
@@ -260,6 +269,30 @@ class Maintenance:
         self._handle.let_go()
         report.bytes_after = _tree_bytes(objects)
         return report
+
+    def _repack_young_garbage(self, young: dict[Path, set[str]], pack_dir: Path) -> int:
+        """Write the unreachable objects ``young`` lists (by the old pack holding them) into
+        one pack dated as the newest of those packs, and remove those packs; return how many
+        were removed. The date is what the grace counts from: the objects are pruned no sooner
+        than their packs would have been, and no later than the grace after that (every pack
+        here is younger than it). A pack of garbage alone is not rewritten again, so a later gc
+        does not move that date. If an object cannot be read, the packs are kept whole."""
+        wanted = sorted(set().union(*young.values()))
+        try:
+            idx = self._write_pack(wanted, pack_dir)
+        except (GitMemError, OSError, pygit2.GitError, ValueError):
+            return 0  # as the packs are: nothing is lost, only space
+        if not _pack_index_oids(idx) >= set(wanted):
+            raise IntegrityError("the pack of young garbage lacks objects; nothing was removed")
+        dated = max(source.with_suffix(".pack").stat().st_mtime for source in young)
+        for path in (idx.with_suffix(".pack"), idx):
+            os.utime(path, (dated, dated))
+        removed = 0
+        for source in young:
+            if source != idx:
+                _remove_pack(source)
+                removed += 1
+        return removed
 
     def maintain(self, budget: int | None = None) -> MaintenanceReport:
         """Pack loose objects and merge small packs when there are enough of them, like

@@ -53,6 +53,7 @@ _NAMES_MAX = 1 << 18
 _MODES = (b"40000 ", b"100644 ", b"100755 ", b"120000 ", b"160000 ")
 _ENTRY_FIXED = 27  # a tree entry "40000 <name>\0<id>" is its name and this many bytes
 _BASES_BYTES = 32 << 20
+_BASE_OVERHEAD = 512  # a kept tree's lists, keys and dict entries, besides its bytes
 # A delta stored must be at most this share of its tree: the rest is not worth a chain.
 _DELTA_SHARE = 0.5
 # A delta inserting at most this many bytes (an entry with a long name) ends the search.
@@ -474,6 +475,9 @@ class _TreeBases:
 
     def __init__(self, packed: set[bytes]) -> None:
         self.keyed: dict[bytes, list[tuple[bytes, int, int]]] = {}
+        # Each tree kept, oldest first, by pack offset: its size and the keys it is listed
+        # under; and the bytes they take, with what keeping each costs besides its bytes.
+        self.added: dict[int, tuple[int, tuple[bytes, ...]]] = {}
         self.kept = 0
         self.packed = packed  # ids already in the pack: they need no name
         self.names: dict[bytes, bytes] = {}  # tree id -> its path key, until it is packed
@@ -556,23 +560,23 @@ class _TreeBases:
         trees it lists."""
         if not keys:
             return  # the empty tree (or no tree at all): nothing to share, nothing listed
-        if self.kept > _BASES_BYTES:
-            self.keyed.clear()  # bounded memory; later trees start new chains
-            self.kept = 0
         entry = (tree, offset, depth)
         keyed = self.keyed
         for key in keys:
             kept = keyed.setdefault(key, [])
             kept.insert(0, entry)
             if len(kept) > _BASES_PER_KEY:
-                self.kept -= len(kept.pop()[0])
-        self.kept += len(keys) * len(tree)
+                kept.pop()
         if path is not None:
             kept = keyed.setdefault(path, [])
             kept.insert(0, entry)
             if len(kept) > _VERSIONS_KEPT:
-                self.kept -= len(kept.pop()[0])
-            self.kept += len(tree)
+                kept.pop()
+            keys = (*keys, path)
+        self.added[offset] = (len(tree), keys)
+        self.kept += len(tree) + _BASE_OVERHEAD
+        while self.kept > _BASES_BYTES:
+            self._forget_oldest()
         if len(keys[0]) < _ENTRY_FIXED + _NAME_MIN:
             return  # a short first name (buckets b00..., a file's chunks): no names to give
         if delta is None:
@@ -583,6 +587,23 @@ class _TreeBases:
             # read.
             start, stop = delta[3], len(tree) - delta[4]
         self._name_entries(tree, start, stop)
+
+    def _forget_oldest(self) -> None:
+        """Drop the tree kept longest from every list it is in: memory stays bounded, and the
+        trees a later one may be a delta of (its path's last versions, the trees just written)
+        stay, where dropping them all at once would store the next version of every path
+        whole."""
+        offset, (size, keys) = next(iter(self.added.items()))
+        del self.added[offset]
+        self.kept -= size + _BASE_OVERHEAD
+        keyed = self.keyed
+        for key in keys:
+            kept = keyed.get(key)
+            if kept is None:
+                continue
+            kept[:] = [entry for entry in kept if entry[1] != offset]
+            if not kept:
+                del keyed[key]
 
     def _name_entries(self, tree: bytes, start: int, stop: int) -> None:
         """Name each tree not yet packed that an entry of ``tree`` (mode ``40000``, a name of
