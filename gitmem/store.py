@@ -71,6 +71,8 @@ from .strength import check_new_passphrase
 from .syncresult import SyncResult
 from .textops import Replacement, find_unique, insert_at, replace_at
 from .tree import TreeCodec
+from .verify import OLDER_EPOCH as _OLDER_EPOCH
+from .verify import VerifyReport, verify_store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,16 +81,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _CAS_RETRIES = 5
-_OLDER_EPOCH = (
-    "it is sealed with an older key epoch than its parent (written with a key that a rotation "
-    "retired)"
-)
-# A merge takes in a head sealed in an epoch at least its first parent's: pulls refuse any other
-# (design.md, "Epoch order"), which only a holder who never saw the rotation could write.
-_RETIRED_MERGED = (
-    "it merged in commit {}, sealed in an older key epoch than its own first parent (written "
-    "by a holder who had not seen a rotation, or by one whom it removed)"
-)
 
 
 @dataclass(frozen=True)
@@ -122,20 +114,6 @@ def new_session_label() -> str:
 
 # A write's edit: given the head (None: empty store) and an editor on its tree, what changed.
 Edit = Callable[[Operation | None, TreeEditor], Change[T] | NoChange[T]]
-
-
-@dataclass
-class VerifyReport:
-    """What :meth:`MemoryStore.verify` checked and every problem it found."""
-
-    commits: int = 0
-    objects: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing failed."""
-        return not self.problems
 
 
 # How many operations a log walks ahead of the one it shows next, at most (see MemoryStore.log).
@@ -1214,114 +1192,13 @@ class MemoryStore:
     # -- verification ---------------------------------------------------------------------
 
     def verify(self, progress: Callable[[int], None] | None = None) -> VerifyReport:
-        """Authenticate every commit and decrypt every object reachable from any of them.
+        """Authenticate every commit and decrypt every object reachable from any of them, in
+        bounded memory (see :func:`gitmem.verify.verify_store`).
 
         Refs other than gitmem's own are checked too, for what :meth:`gc` would trip on: an
         object behind one that is missing or damaged is a problem.
         """
-        report = VerifyReport()
-        try:
-            report.problems.extend(self.repo.foreign_ref_problems())
-            head = self.repo.ref(BRANCH)
-        except GitMemError as exc:
-            report.problems.append(str(exc))
-            return report
-        if head is None:
-            return report
-        try:
-            self.head_operation()
-        except RollbackDetected as exc:
-            report.problems.append(str(exc))
-        except IntegrityError:
-            pass  # reported below with the other commits
-        seqs: dict[str, int] = {}
-        epochs: dict[str, int] = {}
-        parents_of: dict[str, tuple[str, ...]] = {}
-        seen_dirs: set[tuple[str, MemoryPath]] = set()
-        seen_files: set[str] = set()
-        stack, visited = [head], set()
-        while stack:
-            oid = stack.pop()
-            if oid in visited:
-                continue
-            visited.add(oid)
-            try:
-                op = self.read_operation(oid)
-            except GitMemError as exc:
-                report.problems.append(f"commit {oid}: {exc}")
-                continue
-            report.commits += 1
-            if progress is not None:
-                progress(report.commits)
-            seqs[oid], parents_of[oid] = op.seq, op.parents
-            epochs[oid] = op.epoch
-            stack.extend(op.parents)
-            self._verify_dir(op.tree, MemoryPath(()), oid, seen_dirs, seen_files, report)
-            self._verify_size(op, report)
-        for oid, parents in parents_of.items():
-            known = [seqs[p] for p in parents if p in seqs]
-            if len(known) == len(parents) and seqs[oid] != max(known, default=0) + 1:
-                report.problems.append(
-                    f"commit {oid}: its sequence number does not follow its parents"
-                )
-            if any(epochs.get(p, 0) > epochs[oid] for p in parents):
-                report.problems.append(f"commit {oid}: {_OLDER_EPOCH}")
-            elif len(parents) == 2 and epochs.get(parents[1], 0) < epochs.get(parents[0], 0):
-                report.problems.append(f"commit {oid}: {_RETIRED_MERGED.format(parents[1])}")
-        if head in seqs:
-            try:
-                self.bound_meta(self.read_operation(head))
-            except GitMemError as exc:
-                report.problems.append(str(exc))
-        report.objects = report.commits + len(seen_dirs) + len(seen_files)
-        return report
-
-    def _verify_size(self, op: Operation, report: VerifyReport) -> None:
-        """Report a record whose ``bytes`` is not the size of its tree."""
-        stated = op.record.store_bytes
-        if stated is None:
-            return
-        try:
-            actual = self.sizer.tree_bytes(op.tree)
-        except GitMemError:
-            return  # the damage is reported by _verify_dir
-        if actual != stated:
-            report.problems.append(
-                f"commit {op.commit}: its record states a memory of {stated:,} bytes, but its "
-                f"files hold {actual:,}"
-            )
-
-    def _verify_dir(
-        self,
-        oid: str,
-        path: MemoryPath,
-        commit: str,
-        seen_dirs: set[tuple[str, MemoryPath]],
-        seen_files: set[str],
-        report: VerifyReport,
-    ) -> None:
-        # A stack, not recursion: how deep a tree goes is the data's (and an attacker's) choice.
-        stack = [(oid, path)]
-        while stack:
-            dir_oid, at = stack.pop()
-            if (dir_oid, at) in seen_dirs:
-                continue
-            seen_dirs.add((dir_oid, at))
-            try:
-                children = self.codec.load_dir(dir_oid, at).nodes
-            except GitMemError as exc:
-                report.problems.append(f"commit {commit[:12]}, directory {at}: {exc}")
-                continue
-            for name, child in children.items():
-                child_path = at.child(name)
-                if child.kind == KIND_DIR:
-                    stack.append((child.oid, child_path))
-                elif child.oid not in seen_files:
-                    seen_files.add(child.oid)
-                    try:
-                        decode_text(self.codec.read_file(child.oid, fresh=True), child_path)
-                    except GitMemError as exc:
-                        report.problems.append(f"commit {commit[:12]}, file {child_path}: {exc}")
+        return verify_store(self, progress)
 
     # -- replicas (gitmem.sync) -----------------------------------------------------------
     # Replication sits a layer above the store (it writes its merges through write), so these

@@ -44,7 +44,7 @@ LAYERS: list[set[str]] = [
     {"render", "merge", "keymerge", "strength"},
     {"limits"},
     {"options", "view", "operation"},
-    {"expiry", "revisions", "syncresult", "keyadmin", "redaction"},
+    {"expiry", "revisions", "syncresult", "keyadmin", "redaction", "verify"},
     {"store"},
     {"transfer", "redact"},
     {"history", "initstore", "sync", "autosync"},

@@ -1,0 +1,119 @@
+"""What `gitmem gc` and `gitmem verify` cost as history grows: time, peak memory, bytes.
+
+    python benchmarks/bench_history_costs.py                       # 5,000 and 20,000 operations
+    python benchmarks/bench_history_costs.py --ops 20000 --cache /tmp/gitmem-history-costs
+
+Each store is ``bench_log.py``'s (real, authenticated operations by a series of sessions,
+written to packs in bulk), with one object that nothing references packed among its history,
+as a write that failed after a checkpoint leaves one: ``gitmem gc`` with its default grace keeps
+that object. With ``--cache DIR`` each store is built once and copied from there afterwards.
+Each command runs in a process of its own on a fresh copy; its peak resident set size is the
+process's ``ru_maxrss`` (``os.wait4``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gitmem import generate_key
+
+
+def bench_log() -> Any:
+    """``benchmarks/bench_log.py``, for its store builder."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_log", Path(__file__).with_name("bench_log.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_log"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(path: Path, key: str, ops: int) -> None:
+    """``bench_log``'s store of ``ops`` operations, one unreferenced blob in its first pack."""
+    module = bench_log()
+
+    class WithGarbage(module.PackingRepo):  # type: ignore[name-defined,misc]
+        def __init__(self, where: Path) -> None:
+            super().__init__(where)
+            self.write_blob(b"written by a write that failed after a checkpoint")
+
+    module.PackingRepo = WithGarbage
+    module.build_store(path, key, ops)
+
+
+def store(ops: int, cache: Path | None, scratch: Path) -> tuple[Path, str]:
+    """A fresh copy of the store of ``ops`` operations and its key."""
+    kept = (cache or scratch) / f"history-{ops}.git"
+    key_file = kept.with_suffix(".key")
+    if not kept.exists():
+        key = generate_key()
+        build(kept, key, ops)
+        key_file.write_text(key)
+        key_file.chmod(0o600)
+    copy = scratch / f"run-{ops}-{time.monotonic_ns()}.git"
+    shutil.copytree(kept, copy, symlinks=True)
+    return copy, key_file.read_text().strip()
+
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (bytes) and standard output of ``command``."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.perf_counter() - started
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed: {err.read().decode()}")
+    return elapsed, usage.ru_maxrss * 1024, out.decode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, nargs="+", default=[5_000, 20_000])
+    parser.add_argument("--cache", type=Path, default=None, help="keep the built stores here")
+    args = parser.parse_args(argv)
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+    gitmem = [sys.executable, "-m", "gitmem"]
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(scratch_dir)
+        env = dict(os.environ, GITMEM_STATE_DIR=str(scratch / "state"))
+        env.pop("GITMEM_KEY_FILE", None)
+        print(f"{'operations':>10} {'command':<7} {'seconds':>8} {'peak RSS MB':>12}  result")
+        for ops in args.ops:
+            for command in ("verify", "gc"):
+                path, key = store(ops, args.cache, scratch)
+                env["GITMEM_KEY"] = key
+                elapsed, peak, out = run([*gitmem, "--repo", str(path), command, "--json"], env)
+                if command == "gc":
+                    report = json.loads(out.splitlines()[-1])
+                    result = (
+                        f"{report['bytes_before']:,} -> {report['bytes_after']:,} bytes, "
+                        f"kept {report['kept']}"
+                    )
+                else:
+                    report = json.loads(out.splitlines()[-1])
+                    result = f"ok {report.get('ok')}, {report.get('commits', '?')} commits"
+                print(f"{ops:>10,} {command:<7} {elapsed:>8.1f} {peak / 1e6:>12.0f}  {result}")
+                shutil.rmtree(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
