@@ -8,7 +8,8 @@ written to packs in bulk), with one object that nothing references packed among 
 as a write that failed after a checkpoint leaves one: ``gitmem gc`` with its default grace keeps
 that object. With ``--cache DIR`` each store is built once and copied from there afterwards.
 Each command runs in a process of its own on a fresh copy; its peak resident set size is the
-process's ``ru_maxrss`` (``os.wait4``).
+process's ``ru_maxrss`` (``os.wait4``). Then a push of one new operation from one copy into
+another (a local path), beside plain git's push of one new commit between two other copies.
 """
 
 from __future__ import annotations
@@ -83,6 +84,49 @@ def run(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     return elapsed, usage.ru_maxrss * 1024, out.decode()
 
 
+def push_times(ops: int, cache: Path | None, scratch: Path) -> tuple[float, float]:
+    """Seconds for ``MemoryStore.push`` of one new operation into a copy of the store (a local
+    path), and for plain git's push of one new commit between two other copies."""
+    import gitmem
+
+    remote, key = store(ops, cache, scratch)
+    local, _ = store(ops, cache, scratch)
+    mine = gitmem.MemoryStore.open(local, key, accept_store=True, state_dir=scratch / "push-state")
+    mine.add_remote("origin", str(remote))
+    mine.create(gitmem.parse_path("/memories/one-more.md"), "one new operation\n")
+    mine.checkpoint()
+    started = time.perf_counter()
+    mine.push("origin")
+    pushed = time.perf_counter() - started
+    plain_remote, _ = store(ops, cache, scratch)
+    plain, _ = store(ops, cache, scratch)
+
+    def git(*words: str, data: str | None = None) -> str:
+        env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@invalid")
+        env.update(GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@invalid")
+        done = subprocess.run(
+            ["git", "--git-dir", str(plain), *words],
+            input=data,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        return done.stdout.strip()
+
+    head = git("rev-parse", "refs/heads/main")
+    blob = git("hash-object", "-w", "--stdin", data="one new file\n")
+    listing = git("ls-tree", f"{head}^{{tree}}") + f"\n100644 blob {blob}\tplain-new\n"
+    commit = git("commit-tree", git("mktree", data=listing), "-p", head, "-m", "one")
+    git("update-ref", "refs/heads/main", commit)
+    started = time.perf_counter()
+    git("push", "-q", str(plain_remote), "main:main")
+    plain_pushed = time.perf_counter() - started
+    for path in (remote, local, plain_remote, plain):
+        shutil.rmtree(path)
+    return pushed, plain_pushed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, nargs="+", default=[5_000, 20_000])
@@ -112,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
                     result = f"ok {report.get('ok')}, {report.get('commits', '?')} commits"
                 print(f"{ops:>10,} {command:<7} {elapsed:>8.1f} {peak / 1e6:>12.0f}  {result}")
                 shutil.rmtree(path)
+            pushed, plain_pushed = push_times(ops, args.cache, scratch)
+            print(
+                f"{ops:>10,} {'push':<7} {pushed:>8.2f} {'':>12}  one new operation; plain git "
+                f"pushes one new commit in {plain_pushed:.2f} s"
+            )
     return 0
 
 
