@@ -1,7 +1,9 @@
 """``gitmem mcp``: the memory tool and the audit commands as a stdio MCP server.
 
-A thin adapter: the ``memory`` tool hands its arguments to :class:`~gitmem.tool.AsyncGitMemoryTool`
-(the same validation, dispatch and strings Claude gets through the SDK), and the audit tools are
+A thin adapter: the ``memory`` tool hands its arguments to
+:class:`~gitmem.commands.MemoryCommands` (the same validation, dispatch and strings Claude gets
+through the SDK's tool, without loading the SDK), with the tool's sync policy
+(:class:`~gitmem.autosync.AutoSync`); the audit tools are
 calls into :mod:`gitmem.history` printed as the JSON objects of ``gitmem ... --json``. A refused
 call comes back as a tool result with ``isError`` and the memory tool's error text; nothing a
 client sends stops the server. This is the only module that imports the ``mcp`` package.
@@ -21,7 +23,6 @@ from types import TracebackType
 from typing import IO, Any, Protocol, cast
 
 import anyio
-from anthropic.lib.tools import ToolError
 from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskStatus
 from anyio.to_thread import run_sync
@@ -34,10 +35,11 @@ from pydantic import ValidationError
 from . import history, search
 from . import paths as memory_paths
 from ._version import __version__
+from .autosync import AutoSync
+from .commands import COMMAND_FIELDS, CommandRefused, MemoryCommands
 from .errors import UsageError, reporting_rollback_off, shown, shown_int
 from .revisions import parse_time
 from .store import MemoryStore, close_for_exit
-from .tool import COMMAND_FIELDS, AsyncGitMemoryTool, MemoryCommands
 
 _JSON_TYPES = {str: "string", int: "integer"}
 _log = logging.getLogger("gitmem")
@@ -201,7 +203,7 @@ def _arg(args: dict[str, Any], name: str, kind: type, default: Any = None) -> An
     if value is None:
         return default
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ToolError(f"Error: the `{name}` parameter must be {_KIND_NAMES[kind]}")
+        raise CommandRefused(f"Error: the `{name}` parameter must be {_KIND_NAMES[kind]}")
     return value
 
 
@@ -211,7 +213,7 @@ def _check_parameters(tool: str, args: dict[str, Any], known: list[str]) -> None
     unknown = [name for name in args if name not in known]
     if unknown:
         takes = f"its parameters are: {', '.join(known)}" if known else "it takes no parameters"
-        raise ToolError(f"Error: {tool} has no parameter `{shown(unknown[0])}`; {takes}")
+        raise CommandRefused(f"Error: {tool} has no parameter `{shown(unknown[0])}`; {takes}")
 
 
 def _lines(objects: Iterable[dict[str, Any]]) -> str:
@@ -224,7 +226,8 @@ class MemoryServer:
     def __init__(self, store: MemoryStore, *, allow_restore: bool = False) -> None:
         self.store = store
         self.allow_restore = allow_restore
-        self.memory = AsyncGitMemoryTool(store)
+        self.autosync = AutoSync(store)
+        self._memory = MemoryCommands(store, self.autosync.after_write)
         self._commands = MemoryCommands(store)
         self._audit: dict[str, Callable[[dict[str, Any]], str]] = {
             "memory_log": self._log,
@@ -254,7 +257,7 @@ class MemoryServer:
         """Run tool ``name``; a refusal or failure is a result with ``is_error``, never raised."""
         try:
             if name == "memory":
-                text = await self.memory.call(arguments)
+                text = await run_sync(self._memory.call, arguments)
             elif name in self._audit:
                 action = self._audit[name]
                 args = arguments or {}
@@ -262,9 +265,8 @@ class MemoryServer:
                 text = await run_sync(lambda: self._commands.run(lambda: action(args)))
             else:
                 return _result(f"Error: no tool named {name!r}", error=True)
-        except ToolError as exc:
-            message = exc.content if isinstance(exc.content, str) else str(exc)
-            return _result(message, error=True)
+        except CommandRefused as exc:
+            return _result(exc.text, error=True)
         return _result(text)
 
     # The audit tools: each one call into gitmem.history (run on a worker thread).
@@ -292,17 +294,17 @@ class MemoryServer:
     def _blame(self, args: dict[str, Any]) -> str:
         path = _arg(args, "path", str)
         if path is None:
-            raise ToolError("Error: memory_blame needs the `path` parameter")
+            raise CommandRefused("Error: memory_blame needs the `path` parameter")
         lines = history.blame(self.store, memory_paths.parse(path), _arg(args, "rev", str))
         return _lines(line.to_json() for line in lines)
 
     def _search(self, args: dict[str, Any]) -> str:
         raw = _arg(args, "pattern", str)
         if raw is None:
-            raise ToolError("Error: memory_search needs the `pattern` parameter")
+            raise CommandRefused("Error: memory_search needs the `pattern` parameter")
         mode = _arg(args, "mode", str, "grep")
         if mode not in SEARCH_MODES:
-            raise ToolError(f"Error: `mode` must be one of {', '.join(SEARCH_MODES)}")
+            raise CommandRefused(f"Error: `mode` must be one of {', '.join(SEARCH_MODES)}")
         path = _arg(args, "path", str)
         paths = [] if path is None else [memory_paths.parse(path)]
         rev, count = _arg(args, "rev", str), _arg(args, "max_count", int, DEFAULT_LOG_COUNT)
@@ -310,7 +312,9 @@ class MemoryServer:
             raise UsageError(f"max_count must be 0 or more, not {shown_int(count)}")
         fixed, ignore_case = _arg(args, "fixed_strings", bool), _arg(args, "ignore_case", bool)
         if mode == "S" and (fixed is not None or ignore_case is not None):
-            raise ToolError("Error: mode S matches pattern as text: no fixed_strings, ignore_case")
+            raise CommandRefused(
+                "Error: mode S matches pattern as text: no fixed_strings, ignore_case"
+            )
         pattern = None
         if mode != "S":
             pattern = search.compile_pattern(
@@ -319,7 +323,7 @@ class MemoryServer:
         if pattern is not None and mode == "grep":
             for name in ("session", "patch"):
                 if args.get(name) is not None:
-                    raise ToolError(f"Error: `{name}` is for mode S and G, not grep")
+                    raise CommandRefused(f"Error: `{name}` is for mode S and G, not grep")
             matches = search.grep(self.store, pattern, rev, paths=paths)
             return _lines(match.to_json() for match in islice(matches, count))
         hits = search.pickaxe(
@@ -340,10 +344,10 @@ class MemoryServer:
     def _restore(self, args: dict[str, Any]) -> str:
         rev = _arg(args, "rev", str)
         if rev is None:
-            raise ToolError("Error: memory_restore needs the `rev` parameter")
+            raise CommandRefused("Error: memory_restore needs the `rev` parameter")
         raw_paths = _arg(args, "paths", list)
         if raw_paths is not None and not all(isinstance(p, str) for p in raw_paths):
-            raise ToolError("Error: `paths` must be a list of strings")
+            raise CommandRefused("Error: `paths` must be a list of strings")
         paths = None if raw_paths is None else [memory_paths.parse(p) for p in raw_paths]
         if _arg(args, "dry_run", bool, False):
             if paths == []:  # as restore refuses it: an empty list is not "everything"

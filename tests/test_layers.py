@@ -47,7 +47,7 @@ LAYERS: list[set[str]] = [
     {"expiry", "revisions", "syncresult", "keyadmin", "redaction", "verify"},
     {"store"},
     {"transfer", "redact"},
-    {"history", "initstore", "sync", "autosync"},
+    {"history", "initstore", "sync", "autosync", "commands"},
     {"tool", "report", "search"},
     {"mcp_server"},
     {"demo"},
