@@ -14,6 +14,7 @@ import fcntl
 import os
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -247,6 +248,29 @@ def lock_held(fd: int) -> None:
     that another thread forks meanwhile closes its copy of ``fd`` at once: kept, the copy would
     hold the lock for the child's whole life once this process let go of it or died."""
     _HELD[fd] = threading.get_ident()
+
+
+def take_flock(fd: int, deadline: float | None = None, poll: float = 0.005) -> bool:
+    """Take an exclusive ``flock`` of ``fd`` and note it (:func:`lock_held`): waiting as long as
+    it takes, or with ``deadline`` (a :func:`time.monotonic` time) polling every ``poll``
+    seconds until then. True once held, False when another holder still has it at the deadline;
+    :class:`OSError` where the file system has no ``flock``."""
+    if deadline is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock_held(fd)
+        return True
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+        else:
+            lock_held(fd)
+            return True
 
 
 def release_lock(fd: int) -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import functools
 import hashlib
 import json
 import os
 import stat
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,11 +26,11 @@ from .fsutil import (
     atomic_write,
     explicit_dir,
     fsync_dir,
-    lock_held,
     make_private_dirs,
     open_lock_file,
     read_regular_file,
     release_lock,
+    take_flock,
     user_dir,
     write_all,
 )
@@ -167,8 +165,7 @@ class HighWater:
             self._replace(mark, durable=False)
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            lock_held(fd)
+            take_flock(fd)
             data = os.pread(fd, _MARK_FILE_BYTES, 0)
             if not data:
                 # A new file: it starts from the version 1 mark when that one is newer.
@@ -224,21 +221,13 @@ class HighWater:
             yield
             return
         try:
-            held = False
-            while not held:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    held = True
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        break  # no flock on this file system: without a turn, as above
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(f"{self._turn_path} is still held") from None
-                    time.sleep(_TURN_POLL_SECONDS)
-            if not held:
+            try:
+                held = take_flock(fd, deadline, _TURN_POLL_SECONDS)
+            except OSError:  # no flock on this file system: without a turn, as above
                 yield
                 return
-            lock_held(fd)
+            if not held:
+                raise TimeoutError(f"{self._turn_path} is still held")
             try:
                 yield
             finally:
@@ -341,8 +330,7 @@ def _state_lock(directory: Path) -> Iterator[None]:
         make_private_dirs(directory)
         fd = open_lock_file(directory / ".lock")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        lock_held(fd)
+        take_flock(fd)
         try:
             yield
         finally:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import LockTimeout, StorageError
-from ..fsutil import lock_held, open_lock_file, release_lock
+from ..fsutil import open_lock_file, release_lock, take_flock
 
 LOCK_FILE = "gitmem.lock"
 _LOCK_POLL_SECONDS = 0.005
@@ -31,20 +29,8 @@ def flock(path: Path, timeout: float) -> Iterator[None]:
             "store can still be read); nothing was written"
         ) from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(
-                        f"another writer held the lock on {path} for over {timeout:g}s"
-                    ) from None
-                time.sleep(_LOCK_POLL_SECONDS)
-        lock_held(fd)
+        if not take_flock(fd, time.monotonic() + timeout, _LOCK_POLL_SECONDS):
+            raise LockTimeout(f"another writer held the lock on {path} for over {timeout:g}s")
         try:
             yield
         finally:
