@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import math
 import os
@@ -209,13 +208,8 @@ def grow(path: Path, key: str, files: int, edits: int, *, flat: bool = False) ->
     commits, written to packs in bulk rather than one durable write at a time), then opened
     like any store.
     """
-    spec = importlib.util.spec_from_file_location(
-        "bench_log", Path(__file__).with_name("bench_log.py")
-    )
-    assert spec is not None and spec.loader is not None
-    bench_log = importlib.util.module_from_spec(spec)
-    sys.modules["bench_log"] = bench_log
-    spec.loader.exec_module(bench_log)
+    import bench_log  # run as a script, its sibling is importable
+
     base = gitmem.MemoryStore.init(path, key, check_rollback=False)
     repo = bench_log.PackingRepo(path)
     store = gitmem.MemoryStore(repo, base.keys, session="grow", check_rollback=False)

@@ -15,7 +15,6 @@ another (a local path), beside plain git's push of one new commit between two ot
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -24,33 +23,21 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from gitmem import generate_key
 
 
-def bench_log() -> Any:
-    """``benchmarks/bench_log.py``, for its store builder."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_log", Path(__file__).with_name("bench_log.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_log"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def build(path: Path, key: str, ops: int) -> None:
     """``bench_log``'s store of ``ops`` operations, one unreferenced blob in its first pack."""
-    module = bench_log()
+    import bench_log as module  # run as a script, its sibling is importable
 
-    class WithGarbage(module.PackingRepo):  # type: ignore[name-defined,misc]
+    class WithGarbage(module.PackingRepo):
         def __init__(self, where: Path) -> None:
             super().__init__(where)
             self.write_blob(b"written by a write that failed after a checkpoint")
 
-    module.PackingRepo = WithGarbage
+    # build_store makes its repository through the module's name: this subclass instead.
+    setattr(module, "PackingRepo", WithGarbage)  # noqa: B010
     module.build_store(path, key, ops)
 
 

@@ -15,14 +15,11 @@ after the last stage than after the first (tracemalloc; slower).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import gitmem
 from gitmem.tool import GitMemoryTool
@@ -39,18 +36,6 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def bench_commands() -> Any:
-    """``benchmarks/bench_commands.py``, for its long run's calls."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_commands", Path(__file__).with_name("bench_commands.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_commands"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=20_000)
@@ -58,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="what grew, by line (tracemalloc)")
     parser.add_argument("--dir", type=Path, default=None, help="where to make the store")
     args = parser.parse_args(argv)
-    bench = bench_commands()
+    import bench_commands as bench  # run as a script, its sibling is importable
+
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
         path = Path(scratch) / "store.git"
         store = gitmem.MemoryStore.init(
