@@ -1611,6 +1611,12 @@ def _sync_report(result: SyncResult, as_json: bool) -> None:
             f"conflict: {visible(conflict['path'])} changed on both sides; the other version "
             f"is at {visible(conflict['sibling'])}"
         )
+    if result.redaction is not None:
+        click.echo(
+            f"{result.remote} was redacted (operation #{result.redaction.seq}, session "
+            f"{visible(result.redaction.session)}): this replica's history now follows it. "
+            "Run `gitmem gc` to delete the old versions from this replica now."
+        )
 
 
 _REMOTE_ARG = click.argument("remote_name", metavar="[REMOTE]", required=False, default="origin")

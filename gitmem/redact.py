@@ -396,6 +396,20 @@ def forget_old_history(store: MemoryStore, head: Operation) -> None:
     store.head_operation()
 
 
+def adopted(store: MemoryStore, before: Operation | None, head: str | None) -> Operation | None:
+    """The ``redact`` operation a pull adopted when this replica's branch went from ``before``
+    to ``head``: None when ``head`` descends from ``before`` (a pull that did not rewrite
+    this replica's history). A pull rewrites it only to adopt a redaction (:func:`adopt`), so
+    the newest ``redact`` operation above the rewritten part is the one adopted."""
+    if before is None or head is None or head == before.commit:
+        return None
+    new = store.read_operation(head)
+    if store.contains(new, before.commit, before.seq):
+        return None
+    # Newest first: the redaction lies below only what this replica replayed and merged.
+    return next((op for op in store.log(head) if op.command == COMMAND), None)
+
+
 def history_above(store: MemoryStore, start: Operation, seq: int) -> list[Operation]:
     """The operations reachable from ``start`` whose sequence number is ``seq`` or more."""
     seen = {start.commit: start}

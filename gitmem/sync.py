@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -193,6 +193,7 @@ def pull(
     incoming head is identified as this store, authenticated and checked against this client's
     mark of the remote are they kept, and the branch moves, under the writer lock.
     """
+    before = store.head_operation()
     with _fetched(store, remote, timeout) as incoming:
         if isinstance(incoming, SyncResult):
             return incoming
@@ -200,7 +201,14 @@ def pull(
             store, incoming.label, incoming.url, incoming.theirs, incoming.meta, incoming.accept
         )
     incoming.seen()
-    return result
+    return _saying_adopted(store, before, result)
+
+
+def _saying_adopted(store: MemoryStore, before: Operation | None, result: SyncResult) -> SyncResult:
+    """``result``, naming the redaction the pull adopted if it moved this replica's history
+    onto a rewritten one (its old versions stay on disk until ``gitmem gc``)."""
+    adopted = redact.adopted(store, before, result.head)
+    return result if adopted is None else replace(result, redaction=adopted)
 
 
 @dataclass(frozen=True)
@@ -523,7 +531,8 @@ def sync(
     """
     deadline = time.monotonic() + SYNC_PATIENCE
     with _taking_turns(store, remote, deadline):
-        return _sync_until(store, remote, timeout, deadline)
+        before = store.head_operation()
+        return _saying_adopted(store, before, _sync_until(store, remote, timeout, deadline))
 
 
 @contextlib.contextmanager

@@ -11,7 +11,9 @@ from .operation import Operation
 @dataclass(frozen=True)
 class SyncResult:
     """What a pull, push or sync did. ``action`` is one of ``up-to-date``, ``fast-forward``,
-    ``merged``, ``pushed``, ``empty`` (the remote holds nothing yet)."""
+    ``merged``, ``pushed``, ``empty`` (the remote holds nothing yet). ``redaction`` is the
+    ``redact`` operation of another replica that this pull adopted (this replica's history was
+    moved onto the rewritten one), or None."""
 
     remote: str
     url: str
@@ -19,6 +21,7 @@ class SyncResult:
     head: str | None
     remote_head: str | None
     merge: Operation | None = None
+    redaction: Operation | None = None
 
     @property
     def conflicts(self) -> list[dict[str, str]]:
@@ -37,4 +40,5 @@ class SyncResult:
             "remote_head": self.remote_head,
             "merge": None if self.merge is None else self.merge.to_json(),
             "conflicts": self.conflicts,
+            "redaction": None if self.redaction is None else self.redaction.to_json(),
         }

@@ -237,12 +237,15 @@ def test_a_redaction_reaches_every_replica_and_leaves_no_trace(
     # Before any gc: the old objects are still there, but the redo log holds none of them.
     assert "redo log object" not in leaks(a.path, key, SECRET)
     a.push()
-    b.pull()
+    pulled = b.pull()
+    # The pull says it moved B's history onto the redacted one: its old versions stay until gc.
+    assert pulled.redaction is not None and pulled.redaction.commit == done.operation.commit
+    assert pulled.to_json()["redaction"]["command"] == "redact"
     assert b.read_text(p("moved.md")) == "# list\ngroceries, eggs\ncard [redacted]\noat milk\n"
     assert b.read_text(p("b-own.md")) == "from b\n"
     assert b.read_text(p("other.md")) == "still unrelated, b\n"
     b.push()
-    a.pull()
+    assert a.pull().redaction is None  # A's own redaction: nothing of A's was rewritten
     assert a.files() == b.files()
     for store in (a, b):
         assert (store.path / PRUNE_NOW).exists()
@@ -337,8 +340,10 @@ def test_a_redaction_pushed_after_gc_still_replaces_the_remote(
     assert a.pull().action == "up-to-date"  # the old history has nothing to give
     a.gc()
     assert a.push().action == "pushed"
-    assert b.pull().action == "fast-forward"
+    pulled = b.pull()
+    assert pulled.action == "fast-forward" and pulled.redaction is not None
     assert b.head() == a.head() and b.verify().ok
+    assert b.pull().redaction is None  # said once, by the pull that adopted it
 
 
 def test_a_rewind_or_a_rewrite_without_the_key_is_refused(
@@ -671,3 +676,24 @@ def test_after_a_rotation_the_whole_history_is_sealed_again_in_the_newest_epoch(
     a.push()
     assert b.pull().action == "fast-forward"
     assert b.files() == a.files() and b.verify().ok
+
+
+def test_gitmem_pull_says_it_adopted_a_redaction(origin: Path, tmp_path: Path, key: str) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    b.close()
+    done = a.redact(SECRET)
+    assert done.operation is not None
+    a.push()
+    env = {"GITMEM_KEY": key, "GITMEM_STATE_DIR": str(tmp_path / "sb")}
+    result = CliRunner().invoke(main, ["--repo", str(b.path), "pull"], env=env)
+    assert result.exit_code == 0, result.output
+    head = done.operation.commit[:10]
+    assert result.stdout == (
+        f"Fast-forwarded to {head} from origin.\n"
+        f"origin was redacted (operation #{done.operation.seq}, session a): this replica's "
+        "history now follows it. Run `gitmem gc` to delete the old versions from this replica "
+        "now.\n"
+    )
+    again = CliRunner().invoke(main, ["--repo", str(b.path), "pull", "--json"], env=env)
+    assert again.exit_code == 0 and json.loads(again.stdout)["redaction"] is None
