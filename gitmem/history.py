@@ -197,9 +197,17 @@ class FileChange:
     after: str | None
     old_path: str | None = None
     _counts: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    _diff: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def diff_lines(self) -> list[str]:
         """The unified diff of the content (3 lines of context), without file headers."""
+        # Kept: the line counts, the patch and a report all read it, and on a long file the
+        # diff is most of what listing a change costs.
+        if self._diff is None:
+            self._diff = tuple(self._unified_diff())
+        return list(self._diff)
+
+    def _unified_diff(self) -> list[str]:
         old = _lines(self.before or "")
         new = _lines(self.after or "")
         out: list[str] = []

@@ -549,3 +549,19 @@ def test_session_summaries_cover_the_range(hist: MemoryStore) -> None:
     ]
     summaries = report_data(hist, "HEAD~5..")["summaries"]
     assert [(s["session"], s["operations"]) for s in summaries] == [("carol", 2), ("bob", 3)]
+
+
+def test_each_change_is_diffed_once(hist: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A diff of a long file is most of what a report of its history costs: its line counts and
+    # its hunks come from one diff.
+    diffed: list[str] = []
+    unified = history.FileChange._unified_diff
+
+    def counting(change: history.FileChange) -> list[str]:
+        diffed.append(change.path)
+        return unified(change)
+
+    monkeypatch.setattr(history.FileChange, "_unified_diff", counting)
+    data = report_data(hist)
+    changes = [change for op in data["ops"] for change in op["x"]]
+    assert changes and len(diffed) == len(changes)
