@@ -29,13 +29,19 @@ from pathlib import Path
 from gitmem import MemoryStore, generate_key, parse_path
 from gitmem.format import MAX_BLOB_BYTES
 from gitmem.git.flush import Durability
-from gitmem.git.objects import TREE_MODE, CommitInfo, TreeEntry, parse_commit, parse_tree
+from gitmem.git.objects import (
+    TREE_MODE,
+    CommitInfo,
+    TreeEntry,
+    commit_bytes,
+    parse_commit,
+    parse_tree,
+)
 from gitmem.git.pack import write_pack
 from gitmem.git.refs import BRANCH
 from gitmem.git.repo import GitRepo
 from gitmem.git.wal import object_id
 
-_SIGNATURE = b"gitmem <gitmem@invalid> 0 +0000"
 # Objects go to a new pack every this many commits, so that memory stays bounded and the
 # objects written earlier become readable through the real repository.
 _COMMITS_PER_PACK = 10_000
@@ -97,10 +103,8 @@ class PackingRepo(GitRepo):
         data = self._get(oid, "tree")
         return super().read_tree(oid) if data is None else parse_tree(data, oid)
 
-    def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
-        lines = [f"tree {tree}".encode()] + [f"parent {p}".encode() for p in parents]
-        lines += [b"author " + _SIGNATURE, b"committer " + _SIGNATURE]
-        oid = self._put("commit", b"\n".join(lines) + b"\n\n" + message)
+    def write_commit(self, tree: str, parents: list[str], message: bytes, *, time: int) -> str:
+        oid = self._put("commit", commit_bytes(tree, parents, message, time=time))
         self.commits += 1
         if self.commits % _COMMITS_PER_PACK == 0:
             self.flush()

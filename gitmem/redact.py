@@ -171,7 +171,9 @@ def rewrite_commits(
         )
         ad = fmt.record_ad(store.keys.store_id, tree, parents)
         sealed = store.keys.seal_record_derived(record.to_bytes(), ad)
-        commit = store.repo.write_commit(tree, list(parents), fmt.encode_message(sealed))
+        commit = store.repo.write_commit(
+            tree, list(parents), fmt.encode_message(sealed), time=record.seq
+        )
         commits[op.commit] = commit
         written.append(Operation(commit, parents, tree, record, store.keys.epoch))
     return written
@@ -379,7 +381,7 @@ def _commit_redaction(
     parents = (new_head.commit,)
     ad = fmt.record_ad(store.keys.store_id, tree, parents)
     message = fmt.encode_message(store.keys.seal_record(record.to_bytes(), ad))
-    commit = store.repo.write_commit(tree, list(parents), message)
+    commit = store.repo.write_commit(tree, list(parents), message, time=record.seq)
     return Operation(commit, parents, tree, record, store.keys.epoch)
 
 

@@ -914,7 +914,7 @@ class MemoryStore:
         tree = self.codec.stamp_root(tree)
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
         message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
-        commit = self.repo.write_commit(tree, list(parents), message)
+        commit = self.repo.write_commit(tree, list(parents), message, time=seq)
         op = Operation(commit, parents, tree, record, self.keys.epoch)
         if detached:
             # With the redo log, objects no record names are dropped when the lock is let go:

@@ -20,7 +20,10 @@ def append_with_epoch_zero(repo_path: Path, key: str, store_id: bytes, head: Ope
     repo = GitRepo(repo_path)
     ad = fmt.record_ad(old.store_id, head.tree, (head.commit,))
     forged = repo.write_commit(
-        head.tree, [head.commit], fmt.encode_message(old.seal_record(record.to_bytes(), ad))
+        head.tree,
+        [head.commit],
+        fmt.encode_message(old.seal_record(record.to_bytes(), ad)),
+        time=record.seq,
     )
     repo.update_ref(BRANCH, forged, head.commit)
     repo.checkpoint(clear=True)  # a remote is read by git: nothing may stay in a redo log

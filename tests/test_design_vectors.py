@@ -48,7 +48,7 @@ SUBKEYS = {  # purpose -> length in bytes; info is b"gitmem/v1/" + purpose
 }
 DIR_MODE = 0o040000
 BLOB_MODE = 0o100644
-SIGNATURE_LINE = b"gitmem <gitmem@invalid> 0 +0000"
+IDENTITY = b"gitmem <gitmem@invalid>"
 SESSION = "design-vectors"
 
 # -- primitives, from their RFCs ----------------------------------------------------------------
@@ -388,9 +388,10 @@ def test_head_commit_and_record(made: Made) -> None:
     head = reader.head()
     raw = head.read_raw()
     headers, _, message = raw.partition(b"\n\n")
+    # The neutral identity at the operation's sequence number (6, below) as time, offset +0000.
     assert headers.split(b"\n")[-2:] == [
-        b"author " + SIGNATURE_LINE,
-        b"committer " + SIGNATURE_LINE,
+        b"author " + IDENTITY + b" 6 +0000",
+        b"committer " + IDENTITY + b" 6 +0000",
     ]
     # The message is the sealed record in standard padded base64, with no newline.
     assert message == head.raw_message

@@ -70,8 +70,8 @@ def test_trees_read_as_libgit2_reads_them(repo: GitRepo) -> None:
 
 def test_commits_read_as_libgit2_reads_them(repo: GitRepo) -> None:
     tree = repo.empty_tree()
-    first = repo.write_commit(tree, [], b"first\n\nbody\n\n")
-    second = repo.write_commit(tree, [first, first], b"second")
+    first = repo.write_commit(tree, [], b"first\n\nbody\n\n", time=1)
+    second = repo.write_commit(tree, [first, first], b"second", time=2)
     checkpoint_loose(repo)
     git = pygit2.Repository(str(repo.path))
     for oid in (first, second):
@@ -178,7 +178,7 @@ def test_a_malformed_tree_on_disk_is_an_integrity_error(repo: GitRepo) -> None:
 def test_packed_objects_read_the_same(repo: GitRepo) -> None:
     blob = repo.write_blob(b"payload")
     tree = repo.write_tree([TreeEntry("f", blob, BLOB_MODE)])
-    commit = repo.write_commit(tree, [], b"m")
+    commit = repo.write_commit(tree, [], b"m", time=1)
     repo.create_ref("refs/heads/main", commit)
     before = (repo.read_blob(blob), repo.read_tree(tree), repo.read_commit(commit))
     repo.gc(grace=0)
@@ -268,7 +268,7 @@ def test_writes_larger_than_the_format_allows_are_refused(
     with pytest.raises(FormatLimitExceeded, match="refused to write a tree"):
         repo.write_tree([TreeEntry(f"name{i}", blob, BLOB_MODE) for i in range(4)])
     with pytest.raises(FormatLimitExceeded, match="refused to write a commit"):
-        repo.write_commit(repo.empty_tree(), [], b"m" * 200)
+        repo.write_commit(repo.empty_tree(), [], b"m" * 200, time=1)
     with pytest.raises(FormatLimitExceeded, match="refused to write a blob"):
         repo.write_blob(b"x" * 11)
 
@@ -391,10 +391,11 @@ def test_objects_are_written_as_libgit2_writes_them(repo: GitRepo) -> None:
     tree = repo.write_tree([TreeEntry("b", blob, BLOB_MODE)])
     checkpoint_loose(repo)
     assert git[tree].type == pygit2.enums.ObjectType.TREE
-    signature = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
     parents: list[str] = []
     for message in (b"first", b"second\n\nwith lines\n", b"\xffbinary"):
-        ours = repo.write_commit(tree, parents, message)
+        seq = len(parents) + 1
+        ours = repo.write_commit(tree, parents, message, time=seq)
+        signature = pygit2.Signature("gitmem", "gitmem@invalid", seq, 0)
         oids = [pygit2.Oid(hex=p) for p in parents]
         theirs = git.create_commit(None, signature, signature, message, git[tree].id, oids)
         assert ours == str(theirs)
@@ -482,7 +483,7 @@ def test_maintenance_lets_go_of_the_packs_it_removes(repo: GitRepo) -> None:
         blobs.append(repo.write_blob(b"blob %d" % i))
         repo.checkpoint(clear=True)
     tree = repo.write_tree([TreeEntry(f"f{i}", oid, BLOB_MODE) for i, oid in enumerate(blobs)])
-    repo.create_ref(BRANCH, repo.write_commit(tree, [], b"m"))
+    repo.create_ref(BRANCH, repo.write_commit(tree, [], b"m", time=1))
     assert len(list((repo.path / "objects" / "pack").glob("*.pack"))) >= 3
     assert [repo.read_blob(oid) for oid in blobs] == [b"blob 0", b"blob 1", b"blob 2"]
     repo.gc(grace=0)

@@ -416,12 +416,15 @@ def test_commits_are_the_bytes_libgit2_writes(tmp_path: Path) -> None:
     # ids must be those libgit2's create_commit gives.
     repo = GitRepo.init(tmp_path / "r.git")
     git = pygit2.Repository(str(repo.path))
-    signature = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
     tree = repo.write_tree([TreeEntry("f", repo.write_blob(b"x"), 0o100644)])
     checkpoint_loose(repo)  # the tree into the repository, where libgit2 looks it up
     parents: list[str] = []
-    for message in (b"first\n\nbody\n\n", b"second", "gitmem 1 \u00e9\n".encode()):
-        ours = repo.write_commit(tree, parents, message)
+    # Times as sequence numbers give them: 1, then one more than the parents'; and 0, as
+    # commits written before commits carried their sequence number.
+    messages = (b"first\n\nbody\n\n", b"second", "gitmem 1 \u00e9\n".encode(), b"m")
+    for seq, message in zip((1, 2, 0, 123_456), messages, strict=True):
+        ours = repo.write_commit(tree, parents, message, time=seq)
+        signature = pygit2.Signature("gitmem", "gitmem@invalid", seq, 0)
         theirs = git.create_commit(
             None,
             signature,
@@ -433,11 +436,11 @@ def test_commits_are_the_bytes_libgit2_writes(tmp_path: Path) -> None:
         assert ours == str(theirs)
         parents = [ours] if len(parents) != 1 else [parents[0], ours]
     with pytest.raises(ValueError, match="NUL"):  # libgit2 would cut the message there
-        repo.write_commit(tree, [], b"a\0b")
+        repo.write_commit(tree, [], b"a\0b", time=1)
     with pytest.raises(ValueError, match="is not a full object id"):
-        repo.write_commit(tree[:39], [], b"m")
+        repo.write_commit(tree[:39], [], b"m", time=1)
     with pytest.raises(ValueError, match="is not a full object id"):
-        repo.write_commit(tree, [tree.upper()], b"m")
+        repo.write_commit(tree, [tree.upper()], b"m", time=1)
 
 
 def test_a_directory_another_instance_changed_opens_only_its_new_names(

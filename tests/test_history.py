@@ -220,7 +220,7 @@ def _sealed_commit(store: MemoryStore, tree: str, parents: list[str], seq: int) 
     record = Record(seq, time.time_ns(), "sync", "merge", (), "test", {})
     ad = fmt.record_ad(store.keys.store_id, tree, parents)
     message = fmt.encode_message(store.keys.seal_record(record.to_bytes(), ad))
-    return store.repo.write_commit(tree, parents, message)
+    return store.repo.write_commit(tree, parents, message, time=seq)
 
 
 def test_log_is_topological_over_merges_and_yields_each_commit_once(

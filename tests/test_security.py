@@ -781,9 +781,11 @@ def test_no_plaintext_anywhere(
     if len(host) >= 8:
         extra.append(host)
     assert_no_plaintext(repo_path, extra)
-    # A fixed neutral identity at the epoch on every commit.
+    # A fixed neutral identity on every commit, its time the operation's seq (never a clock's).
     identities = git(repo_path, "log", "--format=%an|%ae|%at|%cn|%ce|%ct").decode().split()
-    assert identities == ["gitmem|gitmem@invalid|0|gitmem|gitmem@invalid|0"] * 6
+    assert identities == [
+        f"gitmem|gitmem@invalid|{seq}|gitmem|gitmem@invalid|{seq}" for seq in range(6, 0, -1)
+    ]
     # No reflogs to tell when refs moved.
     assert not (repo_path / "logs").exists()
 

@@ -29,7 +29,8 @@ pygit2.settings.enable_strict_hash_verification(True)
 LOG_EXTENSION = "gitmemlog"
 pygit2.option(pygit2.enums.Option.SET_EXTENSIONS, [LOG_EXTENSION], 1)
 
-# A fixed, neutral identity at the epoch: the real author and time live in the encrypted record.
+# A fixed, neutral identity: the real author and time live in the encrypted record. A commit's
+# time is its operation's sequence number (objects.commit_bytes), not this signature's.
 SIGNATURE = pygit2.Signature("gitmem", "gitmem@invalid", 0, 0)
 
 _HEAD_TEXT = b"ref: refs/heads/main\n"

@@ -351,12 +351,15 @@ def read_loose(objects: str, oid: str, limits: Mapping[bytes, int]) -> tuple[byt
     return kind, raw[nul + 1 :]
 
 
-def commit_bytes(tree: str, parents: Sequence[str], message: bytes) -> bytes:
+def commit_bytes(tree: str, parents: Sequence[str], message: bytes, *, time: int) -> bytes:
     """The raw git commit of ``tree`` with ``parents`` and ``message``, by gitmem's neutral
-    identity at time 0 (author and committer), as :func:`parse_commit` reads it."""
+    identity at ``time`` seconds since the epoch, offset +0000 (author and committer), as
+    :func:`parse_commit` reads it."""
     if b"\0" in message:
         raise ValueError("a commit message cannot hold a NUL byte")
-    signature = b"%s <%s> 0 +0000" % (SIGNATURE.name.encode(), SIGNATURE.email.encode())
+    if time < 0:
+        raise ValueError(f"a commit time cannot be negative ({time})")
+    signature = b"%s <%s> %d +0000" % (SIGNATURE.name.encode(), SIGNATURE.email.encode(), time)
     lines = [b"tree " + _id_bytes(tree)] + [b"parent " + _id_bytes(p) for p in parents]
     lines += [b"author " + signature, b"committer " + signature]
     return b"\n".join(lines) + b"\n\n" + message

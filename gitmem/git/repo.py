@@ -197,14 +197,15 @@ class GitRepo:
         """The id of the empty tree (written, so it exists in this repository)."""
         return self.write_tree([])
 
-    def write_commit(self, tree: str, parents: list[str], message: bytes) -> str:
-        """Store a commit with the neutral identity and time, moving no ref."""
-        # tree, parent, author and committer lines take 48 + 48 per parent + 2 * 40 bytes.
-        check_size("commit", len(message) + 128 + 48 * len(parents), MAX_COMMIT_BYTES)
+    def write_commit(self, tree: str, parents: list[str], message: bytes, *, time: int) -> str:
+        """Store a commit with the neutral identity at ``time`` (the operation's sequence
+        number, design.md "Commits"), moving no ref."""
         # Serialized here, as libgit2's create_commit would (the same bytes, so the same id):
         # create_commit first looks the tree up, parsing every entry of the root directory,
         # which would make a commit cost in proportion to the size of /memories.
-        return self._store(b"commit", commit_bytes(tree, parents, message))
+        data = commit_bytes(tree, parents, message, time=time)
+        check_size("commit", len(data), MAX_COMMIT_BYTES)
+        return self._store(b"commit", data)
 
     def read_commit(self, oid: str) -> CommitInfo:
         """The commit ``oid``; :class:`IntegrityError` if missing, corrupt or not a commit."""
