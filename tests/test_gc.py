@@ -24,6 +24,7 @@ from gitmem import parse_path
 from gitmem.cli import main
 from gitmem.git import flush as git_flush
 from gitmem.git import maintenance as git_maintenance
+from gitmem.git import pack as git_pack
 from gitmem.git import repo as git_repo
 from gitmem.git.maintenance import GcReport, _pack_index_oids, _stale_pack_leftover
 from gitmem.git.refs import BRANCH
@@ -251,11 +252,19 @@ def test_gc_again_and_after_more_writes_leaves_one_pack(repo_path: Path, key: st
     )
 
 
-def test_the_young_garbage_of_an_old_pack_is_kept_alone(repo_path: Path, key: str) -> None:
+def test_the_young_garbage_of_an_old_pack_is_kept_alone(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pack holding young garbage is replaced by a pack of that garbage alone, dated as the
     pack was: its reachable objects are in gc's new pack, and are not stored twice."""
     store = filled(repo_path, key)
-    store.gc(grace=0)
+    with monkeypatch.context() as worse:
+        # The old pack stores every tree whole and nothing deflated: gc's new pack and the
+        # pack of the young garbage are smaller together, so gc keeps them (it keeps the old
+        # pack when they are not: test_gc_keeps_the_old_packs_when_its_pack_is_no_smaller).
+        worse.setattr(git_pack._TreeBases, "delta", lambda *_: None)
+        worse.setattr(git_pack, "_deflate", lambda _, payload, __=0: git_pack.zlib_stored(payload))
+        store.gc(grace=0)
     (first,) = packs(repo_path)
     then = time.time() - DAY / 2
     os.utime(first.with_suffix(".pack"), (then, then))
@@ -303,6 +312,82 @@ def test_gc_never_grows_a_store_whose_pack_holds_young_garbage(
     again = store.gc()
     assert again.kept == 1 and again.bytes_after <= again.bytes_before
     assert MemoryStore.open(repo_path, key).verify().ok
+
+
+def _worse_packs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gc's pack writer made to pack worse than the packs it replaces: every tree whole and
+    nothing deflated."""
+    monkeypatch.setattr(git_pack._TreeBases, "delta", lambda *_: None)
+    monkeypatch.setattr(
+        git_pack, "_deflate", lambda _, payload, __=0: git_pack.zlib_stored(payload)
+    )
+
+
+def test_gc_keeps_the_old_packs_when_its_pack_is_no_smaller(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gc that prunes nothing and whose new pack is larger than the packs it would replace
+    keeps those: it never grows the store."""
+    store = filled(repo_path, key)
+    store.gc(grace=0)
+    before = packs(repo_path)
+    sizes = {idx: idx.with_suffix(".pack").stat().st_size for idx in before}
+    _worse_packs(monkeypatch)
+    report = store.gc(grace=0)
+    assert report.bytes_after == report.bytes_before
+    assert (report.packed, report.pruned, report.removed_packs) == (0, 0, 0)
+    assert packs(repo_path) == before
+    assert {idx: idx.with_suffix(".pack").stat().st_size for idx in before} == sizes
+    assert sorted((repo_path / "objects" / "pack").iterdir()) == sorted(
+        path for idx in before for path in (idx, idx.with_suffix(".pack"))
+    )
+    git_reads_the_packs(repo_path)
+    assert MemoryStore.open(repo_path, key).verify().ok
+
+
+def test_gc_prunes_garbage_even_when_its_pack_is_no_smaller(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Garbage old enough is pruned from the packs whatever the new pack's size: the old
+    packs holding it are replaced."""
+    store = filled(repo_path, key)
+    store.gc(grace=0)
+    head = store.head()
+    assert head is not None
+    parent = store.repo.read_commit(head).parents[0]
+    subprocess.run(
+        ["git", "--git-dir", str(repo_path), "update-ref", "refs/heads/main", parent], check=True
+    )
+    (first,) = packs(repo_path)
+    garbage = _pack_index_oids(first) - set(store.repo.reachable())
+    _worse_packs(monkeypatch)
+    report = store.gc(grace=0)
+    assert report.pruned == len(garbage) > 0 and first not in packs(repo_path)
+    assert not store.repo.has(head) and len(packs(repo_path)) == 1
+    git_reads_the_packs(repo_path)
+
+
+def test_gc_holds_one_set_of_raw_ids_and_no_libgit2_object_cache(
+    repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc's memory per reachable object is one 20-byte id in one set, which its walk and its
+    pack writer share; libgit2's object cache is bounded while gc runs, and restored after."""
+    store = filled(repo_path, key)
+    limit = pygit2.settings.cached_memory[1]
+    seen: list[tuple[set[bytes] | None, int]] = []
+    write_pack = git_pack.write_pack
+
+    def watched(*args: object, packed: set[bytes] | None = None, **kwargs: object) -> object:
+        seen.append((packed, pygit2.settings.cached_memory[1]))
+        return write_pack(*args, packed=packed, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git_maintenance, "write_pack", watched)
+    report = store.gc(grace=0)
+    (packed, cache_limit), *_ = seen
+    assert packed is not None and len(packed) == report.packed > 10
+    assert all(type(oid) is bytes and len(oid) == 20 for oid in packed)
+    assert cache_limit == git_maintenance.GC_OBJECT_CACHE
+    assert pygit2.settings.cached_memory[1] == limit
 
 
 def test_gc_reads_each_reachable_object_once(

@@ -80,8 +80,8 @@ class Maintenance:
         self.path = handle.path
         self._reader = reader
 
-    def reachable(self, missing: list[str] | None = None) -> dict[str, str]:
-        """Every object reachable from any ref, each with a name hint for delta packing.
+    def reachable(self, missing: list[str] | None = None) -> set[str]:
+        """The id of every object reachable from any ref.
 
         Raises :class:`IntegrityError` if an object reachable from gitmem's own refs is missing
         or unreadable, or one reachable from any ref is corrupt, so that a damaged store is
@@ -89,10 +89,10 @@ class Maintenance:
         altogether has nothing to keep: it is left out and, when ``missing`` is given, a
         sentence naming it and the ref is appended there (else it raises too).
         """
-        seen: dict[str, str] = {}
+        seen: set[bytes] = set()
         for _ in self._reachable_objects(self._roots(missing), seen, missing):
             pass
-        return seen
+        return {oid.hex() for oid in seen}
 
     def _roots(self, missing: list[str] | None) -> list[tuple[str, str, bool]]:
         """Where :meth:`reachable` starts: (ref, object id, whether the ref is gitmem's own),
@@ -119,40 +119,46 @@ class Maintenance:
         return roots
 
     def _reachable_objects(
-        self, roots: list[tuple[str, str, bool]], seen: dict[str, str], missing: list[str] | None
+        self, roots: list[tuple[str, str, bool]], seen: set[bytes], missing: list[str] | None
     ) -> Iterator[tuple[str, bytes, bytes]]:
-        """``(id, type, payload)`` of every object reachable from ``roots``, each read and
-        hash-checked once, as :meth:`reachable` walks them (and adds them to ``seen``)."""
+        """``(id, type, payload)`` of every object reachable from ``roots`` and not in
+        ``seen``, each read and hash-checked once, as :meth:`reachable` walks them; each id
+        (20 bytes) is added to ``seen`` once the consumer has taken its object."""
         for name, root, own in roots:
             yield from self._walk(root, seen, None if own else missing, name)
 
     def _walk(
-        self, root: str, seen: dict[str, str], missing: list[str] | None, ref: str
+        self, root: str, seen: set[bytes], missing: list[str] | None, ref: str
     ) -> Iterator[tuple[str, bytes, bytes]]:
-        stack: list[tuple[str, str]] = [(root, "")]
+        # What is held besides ``seen`` is the ids of the walk's front: the entries of the trees
+        # on the path being walked and a parent per commit on it.
+        stack: list[str] = [root]
         while stack:
-            oid, hint = stack.pop()
-            if oid in seen:
+            oid = stack.pop()
+            raw = bytes.fromhex(oid)
+            if raw in seen:
                 continue
             if missing is not None and not self._reader.has(oid):
                 missing.append(f"the ref {ref} reaches object {oid}, which is missing")
                 continue
-            seen[oid] = hint
             # Every object is read whole, blobs too: what is packed must be intact. gc packs
             # what is yielded here as it is, rather than reading it again.
             kind, data = self._reader.read_any(oid, ANY_KIND)
             yield oid, kind, data
+            # Added once taken: gc's pack writer records it in this same set (one copy of
+            # each id), and skips an object already there.
+            seen.add(raw)
             if kind == b"commit":
                 commit = parse_commit(data, oid)
                 # Its tree before its parents (the stack pops the last pushed): gc packs what
                 # this yields in this order, so a tree's newest version comes first and is
                 # stored whole, its older ones as deltas of newer ones, as git's gc does.
-                stack.extend((p, "") for p in commit.parents)
-                stack.append((commit.tree, ""))
+                stack.extend(commit.parents)
+                stack.append(commit.tree)
             elif kind == b"tree":
-                stack.extend((e.oid, e.name) for e in parse_tree(data, oid))
+                stack.extend(e.oid for e in parse_tree(data, oid))
             elif kind == b"tag":
-                stack.append((tag_target(data, oid), ""))
+                stack.append(tag_target(data, oid))
 
     def foreign_ref_problems(self) -> list[str]:
         """What is missing or damaged behind refs other than gitmem's own, one sentence each.
@@ -161,7 +167,7 @@ class Maintenance:
         reach; :meth:`gc` leaves out objects missing behind them and refuses corrupt ones.
         """
         missing: list[str] = []
-        seen: dict[str, str] = {}
+        seen: set[bytes] = set()
         for name in sorted(self._handle.git.references):
             if name in (BRANCH, META_REF):
                 continue
@@ -183,9 +189,12 @@ class Maintenance:
         packs whose objects are all in the new one; an unreachable object is removed only once
         it (its file, or its pack) is older than ``grace`` seconds, as are the leftovers of
         writers killed mid-write (temporary files, a pack without its index). Each reachable
-        object is read once, by the walk, which streams it into the new pack. Readers need no
-        lock: the new pack is complete and durable before anything is removed, and libgit2
-        (like git) rescans the packs when an object it looked for has moved.
+        object is read once, by the walk, which streams it into the new pack. When no object
+        of the old packs is pruned and the new pack is not smaller than what it would replace,
+        it is dropped and the old packs stay: gc never grows a store it prunes nothing from.
+        Readers need no lock: the new pack is complete and durable before anything is removed,
+        and libgit2 (like git) rescans the packs when an object it looked for has moved.
+        Memory: see design.md, "Garbage collection".
         """
         now = time.time() if now is None else now
         objects = self.path / "objects"
@@ -198,13 +207,18 @@ class Maintenance:
             shutil.rmtree(leftover, ignore_errors=True)  # from a gc that died; we hold the lock
         roots = self._roots(report.missing)
         old_packs = sorted(pack_dir.glob("pack-*.idx")) if pack_dir.is_dir() else []
-        reachable: dict[str, str] = {}
+        # Every reachable id, 20 bytes each, in one set the walk and the pack writer share.
+        reachable: set[bytes] = set()
         try:
             # Each object is read (and hash-checked) once, by the walk, and packed as read. A
             # missing or corrupt one raises from the walk, which abandons the pack unpublished.
-            new_idx = write_pack(
-                self._reachable_objects(roots, reachable, report.missing), pack_dir, self.path
-            )
+            with object_cache_limited():
+                new_idx = write_pack(
+                    self._reachable_objects(roots, reachable, report.missing),
+                    pack_dir,
+                    self.path,
+                    packed=reachable,
+                )
         except (OSError, pygit2.GitError) as exc:
             # A full disk, most likely: the old packs and loose objects are all still there.
             reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
@@ -212,32 +226,60 @@ class Maintenance:
                 f"gc could not write the new pack: {reason}; nothing was pruned"
             ) from None
         if new_idx is not None:
-            packed = _pack_index_oids(new_idx)
-            if not packed >= reachable.keys():
+            if _count_listed(new_idx, reachable) != len(reachable):
                 raise IntegrityError("the new pack lacks reachable objects; nothing was pruned")
-            report.packed = len(packed)
-        # A multi-pack index may name packs removed below; readers fall back to the .idx files.
-        with contextlib.suppress(FileNotFoundError):
-            (pack_dir / "multi-pack-index").unlink()
-        # An old pack that holds young garbage keeps only that: its reachable objects are in
-        # the new pack, and keeping the whole pack would store them twice (a large merged
-        # pack with one young unreachable object in it would double the store).
+            report.packed = len(reachable)
+        # What the new pack replaces: each old pack, removed whole once its objects are all
+        # reachable (now in the new pack) or it is older than the grace; an old pack that holds
+        # young garbage keeps only that: its reachable objects are in the new pack, and
+        # keeping the whole pack would store them twice (a large merged pack with one young
+        # unreachable object in it would double the store).
+        replaced: list[Path] = []
         young_in: dict[Path, set[str]] = {}
+        pruned_packed = 0
         for idx in old_packs:
             if idx == new_idx or idx.with_suffix(".keep").exists():
                 continue
-            listed = _pack_index_oids(idx)
-            garbage = listed - reachable.keys()
+            listed = garbage = 0
+            for oid in _index_ids(idx):
+                listed += 1
+                garbage += oid not in reachable
             if garbage and now - idx.with_suffix(".pack").stat().st_mtime < grace:
-                report.kept += len(garbage)
-                if len(garbage) < len(listed):
-                    young_in[idx] = garbage
+                report.kept += garbage
+                if garbage < listed:
+                    young_in[idx] = {o.hex() for o in _index_ids(idx) if o not in reachable}
                 continue
-            report.pruned += len(garbage)
-            report.removed_packs += 1
-            _remove_pack(idx)
-        if young_in:
-            report.removed_packs += self._repack_young_garbage(young_in, pack_dir)
+            pruned_packed += garbage
+            replaced.append(idx)
+        young_idx = self._repack_young_garbage(young_in, pack_dir) if young_in else None
+        if young_idx is not None:
+            replaced += [idx for idx in young_in if idx != young_idx]
+        # The new packs are kept if they prune something from the old ones, or are smaller
+        # than what they replace: the old packs and the space of the loose objects the new
+        # one holds (the same pack as an old one, written again, replaces nothing of itself).
+        publish = pruned_packed > 0 or (
+            new_idx is not None
+            and (
+                new_idx in old_packs
+                or _pack_bytes(new_idx) + (_pack_bytes(young_idx) if young_idx else 0)
+                < sum(_pack_bytes(idx) for idx in replaced) + _loose_bytes(objects, reachable)
+            )
+        )
+        if publish:
+            # A multi-pack index may name packs removed below; readers fall back to the .idx.
+            with contextlib.suppress(FileNotFoundError):
+                (pack_dir / "multi-pack-index").unlink()
+            report.pruned += pruned_packed
+            report.removed_packs += len(replaced)
+            for idx in replaced:
+                _remove_pack(idx)
+        else:
+            # Not smaller and pruning nothing: the store stays as it was (its reachable loose
+            # objects too); only loose garbage and leftovers go, below.
+            report.packed = 0
+            for written in (new_idx, young_idx):
+                if written is not None and written not in old_packs:
+                    _remove_pack(written)
         for leftover in pack_dir.iterdir() if pack_dir.is_dir() else []:
             if _stale_pack_leftover(leftover, now, grace):
                 report.temporaries += 1
@@ -250,10 +292,13 @@ class Maintenance:
                 if _stale_temporary(loose, now, grace):
                     report.temporaries += 1
                     continue
-                oid = fanout.name + loose.name
-                if len(oid) != 40 or any(c not in "0123456789abcdef" for c in oid):
+                loose_id = _loose_id(fanout.name, loose.name)
+                if loose_id is None:
                     continue
-                if oid not in reachable:
+                if loose_id in reachable:
+                    if not publish:
+                        continue  # in no pack
+                else:
                     try:
                         young = now - loose.stat().st_mtime < grace
                     except FileNotFoundError:
@@ -270,29 +315,25 @@ class Maintenance:
         report.bytes_after = _tree_bytes(objects)
         return report
 
-    def _repack_young_garbage(self, young: dict[Path, set[str]], pack_dir: Path) -> int:
+    def _repack_young_garbage(self, young: dict[Path, set[str]], pack_dir: Path) -> Path | None:
         """Write the unreachable objects ``young`` lists (by the old pack holding them) into
-        one pack dated as the newest of those packs, and remove those packs; return how many
-        were removed. The date is what the grace counts from: the objects are pruned no sooner
-        than their packs would have been, and no later than the grace after that (every pack
-        here is younger than it). A pack of garbage alone is not rewritten again, so a later gc
-        does not move that date. If an object cannot be read, the packs are kept whole."""
+        one pack dated as the newest of those packs; return its index, or None if an object
+        cannot be read (then the packs are kept whole: nothing is lost, only space). The caller
+        removes those packs. The date is what the grace counts from: the objects are pruned no
+        sooner than their packs would have been, and no later than the grace after that (every
+        pack here is younger than it). A pack of garbage alone is not rewritten again, so a
+        later gc does not move that date."""
         wanted = sorted(set().union(*young.values()))
         try:
             idx = self._write_pack(wanted, pack_dir)
         except (GitMemError, OSError, pygit2.GitError, ValueError):
-            return 0  # as the packs are: nothing is lost, only space
+            return None
         if not _pack_index_oids(idx) >= set(wanted):
             raise IntegrityError("the pack of young garbage lacks objects; nothing was removed")
         dated = max(source.with_suffix(".pack").stat().st_mtime for source in young)
         for path in (idx.with_suffix(".pack"), idx):
             os.utime(path, (dated, dated))
-        removed = 0
-        for source in young:
-            if source != idx:
-                _remove_pack(source)
-                removed += 1
-        return removed
+        return idx
 
     def maintain(self, budget: int | None = None) -> MaintenanceReport:
         """Pack loose objects and merge small packs when there are enough of them, like
@@ -497,9 +538,12 @@ def _packs_to_merge(pack_dir: Path) -> list[Path]:
     return [path for _, path in packs[:cut]] if cut >= 2 else []
 
 
+_PACK_SUFFIXES = (".idx", ".pack", ".rev", ".bitmap", ".mtimes")
+
+
 def _remove_pack(idx: Path) -> None:
     # The index goes first: a pack without one is invisible to new readers.
-    for suffix in (".idx", ".pack", ".rev", ".bitmap", ".mtimes"):
+    for suffix in _PACK_SUFFIXES:
         with contextlib.suppress(FileNotFoundError):
             idx.with_suffix(suffix).unlink()
 
@@ -512,6 +556,7 @@ DEFAULT_GC_GRACE = 14 * 24 * 3600.0
 class GcReport:
     """What a garbage collection did: objects packed, pruned and kept, bytes before and after."""
 
+    # Objects in the new pack; 0 when gc kept the old packs, its own being no smaller.
     packed: int = 0
     pruned: int = 0
     kept: int = 0
@@ -527,14 +572,81 @@ class GcReport:
 
 def _pack_index_oids(idx: Path) -> set[str]:
     """The object ids listed in a pack index (version 1 or 2)."""
+    return {oid.hex() for oid in _index_ids(idx)}
+
+
+def _index_ids(idx: Path) -> Iterator[bytes]:
+    """The object ids (20 bytes each) a pack index (version 1 or 2) lists, in its order."""
     data = idx.read_bytes()
     if data[:4] == b"\xfftOc":
         (count,) = struct.unpack(">I", data[8 + 255 * 4 : 8 + 256 * 4])
         start = 8 + 256 * 4
-        return {data[start + 20 * i : start + 20 * i + 20].hex() for i in range(count)}
+        for at in range(start, start + 20 * count, 20):
+            yield data[at : at + 20]
+        return
     (count,) = struct.unpack(">I", data[255 * 4 : 256 * 4])
     start = 256 * 4
-    return {data[start + 24 * i + 4 : start + 24 * i + 24].hex() for i in range(count)}
+    for at in range(start + 4, start + 24 * count, 24):
+        yield data[at : at + 20]
+
+
+def _count_listed(idx: Path, ids: set[bytes]) -> int:
+    """How many of ``ids`` the pack index ``idx`` lists (each once: its ids must be sorted)."""
+    listed, last = 0, b""
+    for oid in _index_ids(idx):
+        if oid <= last:
+            return -1  # unsorted or repeated: not an index to trust
+        last = oid
+        listed += oid in ids
+    return listed
+
+
+def _pack_bytes(idx: Path) -> int:
+    """The bytes of the pack of ``idx``: its files, as :func:`_remove_pack` removes them."""
+    total = 0
+    for suffix in _PACK_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            total += idx.with_suffix(suffix).stat().st_size
+    return total
+
+
+def _loose_id(fanout: str, name: str) -> bytes | None:
+    """The id of the loose object file ``objects/<fanout>/<name>``; None for another file."""
+    oid = fanout + name
+    if len(oid) != 40 or any(c not in "0123456789abcdef" for c in oid):
+        return None
+    return bytes.fromhex(oid)
+
+
+def _loose_bytes(objects: Path, ids: set[bytes]) -> int:
+    """The space the loose object files of ``ids`` in ``objects`` take: their file-system
+    blocks (a small object's file takes a block, which packing it saves)."""
+    total = 0
+    for fanout in objects.iterdir() if objects.is_dir() else []:
+        if len(fanout.name) != 2 or not fanout.is_dir():
+            continue
+        for loose in fanout.iterdir():
+            if _loose_id(fanout.name, loose.name) in ids:
+                with contextlib.suppress(FileNotFoundError):
+                    total += loose.stat().st_blocks * 512
+    return total
+
+
+# libgit2's cache of the objects read, while gc runs (pygit2.settings.cache_max_size; libgit2's
+# default is 256 MiB): the walk reads each object once, so the cache would only hold memory.
+GC_OBJECT_CACHE = 0
+
+
+@contextlib.contextmanager
+def object_cache_limited() -> Iterator[None]:
+    """libgit2's object cache (process-wide) bounded to :data:`GC_OBJECT_CACHE` bytes, its
+    bound before restored after."""
+    before = pygit2.settings.cached_memory[1]
+    pygit2.settings.cache_max_size(GC_OBJECT_CACHE)
+    try:
+        yield
+    finally:
+        pygit2.settings.cache_max_size(before)
 
 
 def _tree_bytes(root: Path) -> int:

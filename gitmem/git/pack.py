@@ -14,8 +14,10 @@ import itertools
 import os
 import shutil
 import struct
+import sys
 import tempfile
 import zlib
+from array import array
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -126,7 +128,12 @@ def _entry_header(code: int, size: int) -> bytes:
 
 
 def write_pack(
-    objects: Iterable[PackObject], pack_dir: Path, work_dir: Path, *, deflate_min: int = 0
+    objects: Iterable[PackObject],
+    pack_dir: Path,
+    work_dir: Path,
+    *,
+    deflate_min: int = 0,
+    packed: set[bytes] | None = None,
 ) -> Path | None:
     """Write ``objects`` as one pack in ``pack_dir``, durably; return its ``.idx`` path.
 
@@ -141,7 +148,9 @@ def write_pack(
     with an object is trusted, not checked. Trees, commits and deltas under ``deflate_min``
     bytes are stored rather than deflated (a checkpoint passes
     :data:`CHECKPOINT_DEFLATE_MIN`: it writes at every few writes, and its packs are merged
-    as they are, so this trades a little disk until ``gitmem gc`` for its time).
+    as they are, so this trades a little disk until ``gitmem gc`` for its time). ``packed``:
+    the set the writer records each written object's (20-byte) id in, and skips objects
+    already there; gc passes the set its walk checks, so that one set holds every id.
     """
     stream = iter(objects)
     first = next(stream, None)
@@ -150,7 +159,10 @@ def write_pack(
     tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=work_dir))
     try:
         pack_path, entries, checksum = _write_pack_file(
-            itertools.chain((first,), stream), tmp / "pack", deflate_min
+            itertools.chain((first,), stream),
+            tmp / "pack",
+            deflate_min,
+            set() if packed is None else packed,
         )
         return _publish(tmp, pack_path, entries, checksum, pack_dir)
     finally:
@@ -160,14 +172,14 @@ def write_pack(
 def _publish(
     tmp: Path,
     pack_path: Path,
-    entries: list[tuple[bytes, int, int]],
+    entries: Entries,
     checksum: bytes,
     pack_dir: Path,
 ) -> Path:
     """Write the index of the finished pack at ``pack_path`` (in ``tmp``) and publish both
     durably in ``pack_dir``; return the index's path there."""
     idx_path = tmp / "idx"
-    _write_file(idx_path, _index_bytes(entries, checksum))
+    _write_index(idx_path, entries, checksum)
     fsync_file(pack_path)  # the pack's data and the index's before either name is published
     fsync_file(idx_path)
     made = [d for d in (pack_dir, *pack_dir.parents) if not d.is_dir()]
@@ -279,9 +291,7 @@ class PackMerge:
         self._parts = [head]
         self._pending = self._offset = len(head)
         self._written: dict[bytes, int] = {}
-        self._ids: list[bytes] = []
-        self._crcs: list[int] = []
-        self._offsets: list[int] = []
+        self._entries = Entries()
         self._cursor = (0, 0)
 
     @property
@@ -331,9 +341,7 @@ class PackMerge:
                 raise ValueError(f"pack entry {oid.hex()} is a delta of no entry before it")
             raw = raw[:pos] + _ofs_distance(self._offset - base) + raw[end:]
         self._written[oid] = self._offset
-        self._ids.append(oid)
-        self._crcs.append(zlib.crc32(raw))
-        self._offsets.append(self._offset)
+        self._entries.append(oid, zlib.crc32(raw), self._offset)
         self._parts.append(raw)
         self._offset += len(raw)
         self._pending += len(raw)
@@ -351,12 +359,11 @@ class PackMerge:
         index's path. The sources are left for the caller to remove."""
         assert self._tmp is not None and self._cursor[0] == len(self._packs)
         try:
-            if len(self._ids) != self._count:
+            if len(self._entries) != self._count:
                 raise ValueError("the merged pack does not hold every object of its sources")
             checksum = self._digest.digest()
             write_all(self._fd, checksum)
-            entries = list(zip(self._ids, self._crcs, self._offsets, strict=True))
-            return _publish(self._tmp, self._tmp / "pack", entries, checksum, pack_dir)
+            return _publish(self._tmp, self._tmp / "pack", self._entries, checksum, pack_dir)
         finally:
             self.abandon()
 
@@ -374,13 +381,13 @@ class PackMerge:
 
 
 def _write_pack_file(
-    objects: Iterable[PackObject], path: Path, deflate_min: int
-) -> tuple[Path, list[tuple[bytes, int, int]], bytes]:
-    """Write the pack at ``path``; return it, its entries as (id, CRC-32, offset), and its
-    checksum. The objects are streamed: one is held at a time, whatever the pack's size.
-    ``deflate_min``: as :func:`write_pack`'s."""
-    entries: list[tuple[bytes, int, int]] = []
-    seen: set[bytes] = set()
+    objects: Iterable[PackObject], path: Path, deflate_min: int, seen: set[bytes]
+) -> tuple[Path, Entries, bytes]:
+    """Write the pack at ``path``; return it, its entries, and its checksum. The objects are
+    streamed: one is held at a time, whatever the pack's size; what stays of each is its
+    entry and its id in ``seen``. ``deflate_min``, ``seen``: as :func:`write_pack`'s
+    ``deflate_min`` and ``packed``."""
+    entries = Entries()
     bases = _TreeBases(seen)
     fd = os.open(path, NEW_FILE_FLAGS, PACK_FILE_MODE)
     try:
@@ -416,7 +423,7 @@ def _write_pack_file(
                 body = _deflate(b"delta", data, deflate_min)
             if kind == b"tree":
                 bases.add(payload, keys, offset, depth, name, delta)
-            entries.append((oid, zlib.crc32(body, zlib.crc32(header)), offset))
+            entries.append(oid, zlib.crc32(body, zlib.crc32(header)), offset)
             parts += (header, body)
             offset += len(header) + len(body)
             pending += len(header) + len(body)
@@ -709,43 +716,91 @@ def _ofs_distance(distance: int) -> bytes:
     return bytes(reversed(out))
 
 
-def _index_bytes(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> bytes:
-    """The version-2 index of a pack with these (id, CRC-32, offset) entries."""
-    ordered = sorted(entries)
+class Entries:
+    """A pack's entries as its index lists them, in pack order: each object's 20-byte id,
+    the CRC-32 of its entry and its offset, in flat arrays: 32 bytes an entry (a tuple of
+    Python objects took about 150)."""
+
+    def __init__(self) -> None:
+        self.ids = bytearray()
+        self.crcs = array("I")
+        self.offsets = array("Q")
+
+    def append(self, oid: bytes, crc: int, offset: int) -> None:
+        self.ids += oid
+        self.crcs.append(crc)
+        self.offsets.append(offset)
+
+    def __len__(self) -> int:
+        return len(self.crcs)
+
+    def nbytes(self) -> int:
+        """The bytes the entries take in memory (their arrays' contents)."""
+        return len(self.ids) + len(self.crcs) * self.crcs.itemsize + len(self.offsets) * 8
+
+    def id_order(self) -> array[int]:
+        """The entries' positions, sorted by id: each of the 256 groups of a first byte sorted
+        in turn, so that sorting holds a key per entry of one group only."""
+        ids = self.ids
+        groups = [array("I") for _ in range(256)]
+        for i in range(len(self)):
+            groups[ids[20 * i]].append(i)
+        order = array("I")
+        for group in groups:
+            order.extend(sorted(group, key=lambda i: ids[20 * i : 20 * i + 20]))
+        return order
+
+
+# The index is written this many entries at a time.
+_INDEX_CHUNK = 1 << 14
+
+
+def _write_index(path: Path, entries: Entries, pack_checksum: bytes) -> None:
+    """Write the version-2 index of a pack with ``entries`` at ``path``, a chunk of entries at
+    a time (its memory is its entries' order, 4 bytes an entry, besides one chunk)."""
+    order = entries.id_order()
+    ids, crcs, offsets = entries.ids, entries.crcs, entries.offsets
+    count = len(order)
     fanout = [0] * 256
-    for oid, _, _ in ordered:
-        fanout[oid[0]] += 1
+    for i in order:
+        fanout[ids[20 * i]] += 1
     total = 0
-    for i, count in enumerate(fanout):
-        total += count
+    for i, n in enumerate(fanout):
+        total += n
         fanout[i] = total
-    small: list[int] = []
+    chunks = [order[at : at + _INDEX_CHUNK] for at in range(0, count, _INDEX_CHUNK)]
     large: list[int] = []
-    for _, _, offset in ordered:
-        if offset >= LARGE_OFFSET:
-            small.append(0x80000000 | len(large))
-            large.append(offset)
-        else:
-            small.append(offset)
-    count = len(ordered)
-    body = b"".join(
-        (
-            _IDX_MAGIC,
-            struct.pack(">I", 2),
-            struct.pack(">256I", *fanout),
-            b"".join(oid for oid, _, _ in ordered),
-            struct.pack(f">{count}I", *(crc for _, crc, _ in ordered)),
-            struct.pack(f">{count}I", *small),
-            struct.pack(f">{len(large)}Q", *large),
-            pack_checksum,
-        )
-    )
-    return body + hashlib.sha1(body).digest()
-
-
-def _write_file(path: Path, data: bytes) -> None:
+    digest = hashlib.sha1()
     fd = os.open(path, NEW_FILE_FLAGS, PACK_FILE_MODE)
     try:
-        write_all(fd, data)
+
+        def put(data: bytes) -> None:
+            digest.update(data)
+            write_all(fd, data)
+
+        put(_IDX_MAGIC + struct.pack(">I", 2) + struct.pack(">256I", *fanout))
+        for chunk in chunks:
+            put(b"".join(ids[20 * i : 20 * i + 20] for i in chunk))
+        for chunk in chunks:
+            put(_big_endian(array("I", (crcs[i] for i in chunk))))
+        for chunk in chunks:
+            small = array("I")
+            for i in chunk:
+                offset = offsets[i]
+                if offset >= LARGE_OFFSET:
+                    small.append(0x80000000 | len(large))
+                    large.append(offset)
+                else:
+                    small.append(offset)
+            put(_big_endian(small))
+        put(struct.pack(f">{len(large)}Q", *large) + pack_checksum)
+        write_all(fd, digest.digest())
     finally:
         os.close(fd)
+
+
+def _big_endian(values: array[int]) -> bytes:
+    """The bytes of ``values`` (4-byte unsigned integers) in network order."""
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values.tobytes()

@@ -527,9 +527,8 @@ class GitRepo:
 
     # -- maintenance: after the redo log is published --------------------------------------
 
-    def reachable(self, missing: list[str] | None = None) -> dict[str, str]:
-        """Every object reachable from any ref, each with a name hint for delta packing (see
-        :meth:`Maintenance.reachable`)."""
+    def reachable(self, missing: list[str] | None = None) -> set[str]:
+        """The id of every object reachable from any ref (see :meth:`Maintenance.reachable`)."""
         return self.maintenance.reachable(missing)
 
     def foreign_ref_problems(self) -> list[str]:
