@@ -390,6 +390,19 @@ def test_gc_holds_one_set_of_raw_ids_and_no_libgit2_object_cache(
     assert pygit2.settings.cached_memory[1] == limit
 
 
+def test_the_object_cache_bound_is_restored_when_the_last_gc_ends() -> None:
+    """Two gcs at once (threads of one process, each on its own store): the first to end
+    leaves the bound lowered for the other, the last restores it."""
+    limit = pygit2.settings.cached_memory[1]
+    first, second = git_maintenance.object_cache_limited(), git_maintenance.object_cache_limited()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert pygit2.settings.cached_memory[1] == git_maintenance.GC_OBJECT_CACHE
+    second.__exit__(None, None, None)
+    assert pygit2.settings.cached_memory[1] == limit
+
+
 def test_gc_reads_each_reachable_object_once(
     repo_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pygit2
 
+from .. import forksafe
 from ..errors import GitMemError, IntegrityError, StorageError
 from .files import require_file
 from .handle import Handle
@@ -637,16 +639,42 @@ def _loose_bytes(objects: Path, ids: set[bytes]) -> int:
 GC_OBJECT_CACHE = 0
 
 
-@contextlib.contextmanager
-def object_cache_limited() -> Iterator[None]:
-    """libgit2's object cache (process-wide) bounded to :data:`GC_OBJECT_CACHE` bytes, its
-    bound before restored after."""
-    before = pygit2.settings.cached_memory[1]
-    pygit2.settings.cache_max_size(GC_OBJECT_CACHE)
-    try:
-        yield
-    finally:
-        pygit2.settings.cache_max_size(before)
+class _ObjectCacheLimit:
+    """libgit2's object cache bound, which is process-wide, lowered to :data:`GC_OBJECT_CACHE`
+    while any thread's gc runs and restored when the last one ends (of two at once, the first
+    to end must not restore it under the other)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0
+        forksafe.reset_in_child(self._after_fork_in_child)
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if not self._users:
+                self._saved = pygit2.settings.cached_memory[1]
+                pygit2.settings.cache_max_size(GC_OBJECT_CACHE)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if not self._users:
+                    pygit2.settings.cache_max_size(self._saved)
+
+    def _after_fork_in_child(self) -> None:
+        # The gc that lowered it runs in a thread the child does not have.
+        self._lock = threading.Lock()
+        if self._users:
+            pygit2.settings.cache_max_size(self._saved)
+        self._users = 0
+
+
+object_cache_limited = _ObjectCacheLimit()
+"""``with object_cache_limited():`` libgit2's object cache bounded while the block runs."""
 
 
 def _tree_bytes(root: Path) -> int:
