@@ -326,6 +326,24 @@ def test_offsets_in_the_large_offset_table(tmp_path: Path, monkeypatch: pytest.M
     check_pack(repo, idx, objects)
 
 
+def test_the_index_written_a_few_entries_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is written in chunks of entries, large offsets among them: it is the index
+    written at once, which git and libgit2 read."""
+    repo = bare(tmp_path)
+    objects = all_kinds(random.Random(6), blobs=30)
+    whole = write_pack(objects, tmp_path / "whole", repo)
+    monkeypatch.setattr(pack, "_INDEX_CHUNK", 3)
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert whole is not None and idx is not None and len(objects) > 3 * 3
+    assert idx.read_bytes() == whole.read_bytes()
+    monkeypatch.setattr(pack, "LARGE_OFFSET", 4000)
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+
+
 def test_blobs_are_stored_and_trees_and_commits_deflated(tmp_path: Path) -> None:
     repo = bare(tmp_path)
     blob = bytes(5000)  # would shrink to almost nothing if deflated

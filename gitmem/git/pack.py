@@ -718,8 +718,8 @@ def _ofs_distance(distance: int) -> bytes:
 
 class Entries:
     """A pack's entries as its index lists them, in pack order: each object's 20-byte id,
-    the CRC-32 of its entry and its offset, in flat arrays: 32 bytes an entry (a tuple of
-    Python objects took about 150)."""
+    the CRC-32 of its entry and its offset, in flat arrays: 32 bytes an entry, where a tuple
+    of Python objects would take about 150."""
 
     def __init__(self) -> None:
         self.ids = bytearray()
@@ -733,10 +733,6 @@ class Entries:
 
     def __len__(self) -> int:
         return len(self.crcs)
-
-    def nbytes(self) -> int:
-        """The bytes the entries take in memory (their arrays' contents)."""
-        return len(self.ids) + len(self.crcs) * self.crcs.itemsize + len(self.offsets) * 8
 
     def id_order(self) -> array[int]:
         """The entries' positions, sorted by id: each of the 256 groups of a first byte sorted
@@ -768,7 +764,7 @@ def _write_index(path: Path, entries: Entries, pack_checksum: bytes) -> None:
     for i, n in enumerate(fanout):
         total += n
         fanout[i] = total
-    chunks = [order[at : at + _INDEX_CHUNK] for at in range(0, count, _INDEX_CHUNK)]
+    starts = range(0, count, _INDEX_CHUNK)
     large: list[int] = []
     digest = hashlib.sha1()
     fd = os.open(path, NEW_FILE_FLAGS, PACK_FILE_MODE)
@@ -779,13 +775,13 @@ def _write_index(path: Path, entries: Entries, pack_checksum: bytes) -> None:
             write_all(fd, data)
 
         put(_IDX_MAGIC + struct.pack(">I", 2) + struct.pack(">256I", *fanout))
-        for chunk in chunks:
-            put(b"".join(ids[20 * i : 20 * i + 20] for i in chunk))
-        for chunk in chunks:
-            put(_big_endian(array("I", (crcs[i] for i in chunk))))
-        for chunk in chunks:
+        for at in starts:
+            put(b"".join(ids[20 * i : 20 * i + 20] for i in order[at : at + _INDEX_CHUNK]))
+        for at in starts:
+            put(_big_endian(array("I", (crcs[i] for i in order[at : at + _INDEX_CHUNK]))))
+        for at in starts:
             small = array("I")
-            for i in chunk:
+            for i in order[at : at + _INDEX_CHUNK]:
                 offset = offsets[i]
                 if offset >= LARGE_OFFSET:
                     small.append(0x80000000 | len(large))
