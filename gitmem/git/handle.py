@@ -69,6 +69,7 @@ class Handle:
                 self._on_first_open()
             repo = getattr(self._local, "repo", None) or self._open()
             self._local.repo = repo
+            self._local.held = _Held(repo)
         return repo
 
     @property
@@ -87,14 +88,15 @@ class Handle:
     def let_go(self) -> None:
         """Drop this thread's libgit2 handles, reopened on next use: they hold the files of
         packs maintenance has removed open (and mapped) as long as they live."""
-        for handle in ("packs", "repo"):
-            with contextlib.suppress(AttributeError):
-                delattr(self._local, handle)
+        with contextlib.suppress(AttributeError):
+            del self._local.packs
+        self.reopen()
 
     def reopen(self) -> None:
         """Drop this thread's repository handle (libgit2 caches settings per handle)."""
-        with contextlib.suppress(AttributeError):
-            del self._local.repo
+        for handle in ("repo", "held"):  # the holder last: it frees the repository
+            with contextlib.suppress(AttributeError):
+                delattr(self._local, handle)
 
     def _open(self) -> pygit2.Repository:
         """Open the repository with libgit2, after checking what libgit2 would block on.
@@ -153,6 +155,24 @@ class Handle:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for entry in os.scandir(pack_dir):
                 require_file(Path(entry.path), f"objects/pack/{entry.name}")
+
+
+class _Held:
+    """Frees a thread's repository when the thread lets it go or ends.
+
+    A pygit2 ``Repository`` is in reference cycles with its collections, so dropping it frees
+    nothing until the cycle collector finds it, and until then it keeps its packs open and
+    mapped (removed ones too) and its caches allocated: a writer that merges packs, or a server
+    whose calls run on short-lived threads, would hold more of them the longer it runs.
+    """
+
+    __slots__ = ("repo",)
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+
+    def __del__(self) -> None:
+        self.repo.free()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,88 @@
+"""A process that keeps writing stays flat in memory: what it keeps per write is bounded by the
+store (its files, its packs), not by how many writes it made (docs/performance.md, "Costs as
+history grows")."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem import parse_path
+from gitmem.git import maintenance as git_maintenance
+from gitmem.git.refs import BRANCH
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/maps")
+
+
+@pytest.fixture
+def no_cycle_collector() -> Iterator[None]:
+    """What is freed is freed when it is let go, not whenever the cycle collector runs."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def mapped_packs(repo: Path) -> list[str]:
+    """The files of ``repo``'s packs this process maps, removed ones marked ``(deleted)``."""
+    with open("/proc/self/maps") as maps:
+        return [line.split(maxsplit=5)[-1].strip() for line in maps if str(repo) in line]
+
+
+def head(store: gitmem.MemoryStore) -> str:
+    oid = store.repo.ref(BRANCH)
+    assert oid is not None
+    return oid
+
+
+@linux_only
+@pytest.mark.usefixtures("no_cycle_collector")
+def test_merged_packs_are_let_go_at_once(
+    store: gitmem.MemoryStore, repo_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(git_maintenance, "AUTO_MERGE_STEP", 1 << 30)  # each merge in one step
+    merged = 0
+    for i in range(24):
+        store.insert(parse_path("/memories/log.md"), 0, f"line {i}") if i else store.create(
+            parse_path("/memories/log.md"), "start\n"
+        )
+        store.checkpoint()
+        merged += store.repo.maintain().merged_packs
+        store.codec.forget()
+        store.read_text("/memories/log.md")  # through the packs, mapping them
+        assert store.repo.has(head(store))  # through libgit2's own database, mapping them
+    assert merged
+    assert mapped_packs(repo_path)
+    assert [m for m in mapped_packs(repo_path) if m.endswith("(deleted)")] == []
+
+
+@linux_only
+@pytest.mark.usefixtures("no_cycle_collector")
+def test_a_thread_that_ends_lets_go_of_the_repository(
+    store: gitmem.MemoryStore, repo_path: Path
+) -> None:
+    store.create(parse_path("/memories/a.md"), "text\n")
+    store.checkpoint()
+    store.repo.handle.let_go()
+    assert mapped_packs(repo_path) == []
+    done: list[int] = []
+
+    def read() -> None:
+        store.codec.forget()
+        done.append(len(store.read_text("/memories/a.md")))
+        assert store.repo.has(head(store))
+        assert mapped_packs(repo_path)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    assert done
+    assert mapped_packs(repo_path) == []
