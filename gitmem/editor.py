@@ -298,6 +298,10 @@ class TreeEditor:
         if isinstance(existing, _MutDir) or (existing is not None and existing.kind == KIND_DIR):
             raise PathExists(str(path))
         parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data))
+        if existing is not None:
+            # Each write adds its version's size: the one it replaces goes, so a process that
+            # keeps rewriting files keeps as many sizes as there are files.
+            self.codec.forget_size(existing.oid)
 
     def graft(self, path: MemoryPath, node: Node) -> None:
         """Put the committed ``node`` at ``path``, where it was committed, replacing any entry.
@@ -370,7 +374,9 @@ class TreeEditor:
         parent = self._descend(path.parent, create=False)
         if parent is None or path.name not in parent.nodes:
             raise NotFound(str(path))
-        del parent.nodes[path.name]
+        removed = parent.nodes.pop(path.name)
+        if isinstance(removed, Node) and removed.kind == KIND_FILE:
+            self.codec.forget_size(removed.oid)
 
     def move(self, old: MemoryPath, new: MemoryPath) -> None:
         """Move ``old`` to ``new`` (which must not exist), making ``new``'s parents."""

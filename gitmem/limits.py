@@ -28,6 +28,9 @@ DEFAULT_MAX_VIEW_CHARS = 50_000
 # shows at least part of one line.
 MIN_VIEW_CHARS = 2_048
 _SIZE_CACHE_ENTRIES = 1 << 16
+# Root totals kept apart from the directories' (see StoreSizer): every write makes a new root,
+# and only the newest few are ever asked for again.
+_ROOT_CACHE_ENTRIES = 64
 
 
 class LimitExceeded(GitMemError):
@@ -123,14 +126,17 @@ class StoreSizer:
     def __init__(self, codec: TreeCodec) -> None:
         self.codec = codec
         self._dirs: BoundedCache[tuple[str, MemoryPath], int] = BoundedCache(_SIZE_CACHE_ENTRIES)
+        # Root totals, by root tree id: a cache of their own, so that the root each write makes
+        # does not fill the directories' cache (a writer stays flat in memory).
+        self._roots: BoundedCache[str, int] = BoundedCache(_ROOT_CACHE_ENTRIES)
 
     def known_tree_bytes(self, root: str | None) -> int | None:
         """:meth:`tree_bytes` if it is known without reading anything, else None."""
-        return 0 if not root else self._dirs.get((root, MemoryPath(())))
+        return 0 if not root else self._roots.get(root)
 
     def remember_tree_bytes(self, root: str, total: int) -> None:
         """Record that root tree ``root`` (written by this process) holds ``total`` bytes."""
-        self._dirs.put((root, MemoryPath(())), total)
+        self._roots.put(root, total)
 
     def tree_bytes(self, root: str | None) -> int:
         """The sum of the sizes of every file in root tree ``root`` (0 for an empty store)."""
@@ -138,7 +144,7 @@ class StoreSizer:
 
     def dir_bytes(self, oid: str, path: MemoryPath) -> int:
         """The size of everything below directory tree ``oid`` found at ``path``."""
-        cached = self._dirs.get((oid, path))
+        cached = self._roots.get(oid) if path.is_root else self._dirs.get((oid, path))
         if cached is not None:
             return cached
         # Children before parents with an explicit stack, never recursion: the depth of a tree
@@ -170,7 +176,10 @@ class StoreSizer:
                 else:
                     total += self.codec.file_size(node.oid)
             totals[key] = total
-            self._dirs.put(key, total)
+            if at.is_root:
+                self._roots.put(dir_oid, total)
+            else:
+                self._dirs.put(key, total)
         return totals[(oid, path)]
 
     def node_bytes(self, node: Node, path: MemoryPath) -> int:

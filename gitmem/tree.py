@@ -900,6 +900,11 @@ class TreeCodec:
             raise IntegrityError(f"file tree {oid} does not match its header")
         return size, chunks
 
+    def forget_size(self, oid: str) -> None:
+        """Forget the size of file tree ``oid``: an edit replaced or removed that version, so
+        only a view of history asks for it again (and reads its header)."""
+        self._sizes.discard(oid)
+
     def file_size(self, oid: str) -> int:
         """The plaintext size of file tree ``oid``, from its header alone."""
         size = self._sizes.get(oid)

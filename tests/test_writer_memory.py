@@ -86,3 +86,23 @@ def test_a_thread_that_ends_lets_go_of_the_repository(
     thread.join()
     assert done
     assert mapped_packs(repo_path) == []
+
+
+def test_rewriting_files_keeps_a_size_per_file_and_a_few_root_totals(
+    store: gitmem.MemoryStore,
+) -> None:
+    def write(i: int) -> None:
+        store.create(parse_path(f"/memories/new/c{i}.md"), f"note {i}\n")
+        store.insert(parse_path("/memories/log.md"), 0, f"entry {i}")
+        store.str_replace(parse_path("/memories/count.md"), f"count {i}\n", f"count {i + 1}\n")
+        store.rename(parse_path(f"/memories/new/c{i}.md"), parse_path(f"/memories/old/c{i}.md"))
+        store.delete(parse_path(f"/memories/old/c{i}.md"))
+
+    store.create(parse_path("/memories/log.md"), "start\n")
+    store.create(parse_path("/memories/count.md"), "count 0\n")
+    for i in range(100):
+        write(i)
+    # Two files: their sizes; a root total per write would be 500, kept to the cache's bound.
+    assert len(store.codec._sizes) == 2
+    assert len(store.sizer._roots) == store.sizer._roots.budget == 64
+    assert len(store.sizer._dirs) == 0
