@@ -7,15 +7,19 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import pygit2
 import pytest
 
 import gitmem
 from gitmem import parse_path
 from gitmem.git import maintenance as git_maintenance
+from gitmem.git import pack
 from gitmem.git.refs import BRANCH
+from gitmem.git.wal import object_id
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/maps")
 
@@ -106,3 +110,32 @@ def test_rewriting_files_keeps_a_size_per_file_and_a_few_root_totals(
     assert len(store.codec._sizes) == 2
     assert len(store.sizer._roots) == store.sizer._roots.budget == 64
     assert len(store.sizer._dirs) == 0
+
+
+def test_a_merge_of_packs_holds_tens_of_bytes_per_entry(tmp_path: Path) -> None:
+    """Automatic maintenance carries a merge over many writes, and now and then it merges the
+    pack holding most of the history: what it holds per entry is arrays, not Python objects."""
+    repo = tmp_path / "r.git"
+    pygit2.init_repository(str(repo), bare=True)
+    pack_dir = repo / "objects" / "pack"
+    entries = 30_000
+    sources = []
+    for k in range(3):
+        payloads = [b"%d-%d" % (k, i) for i in range(entries // 3)]
+        idx = pack.write_pack(
+            [(object_id(b"blob", p), b"blob", p) for p in payloads], pack_dir, repo
+        )
+        assert idx is not None
+        sources.append(idx)
+    tracemalloc.start()
+    try:
+        job = pack.PackMerge(sources, repo)
+        assert not job.step(entries * pack.ENTRY_COST // 2)
+        held = tracemalloc.get_traced_memory()[0]
+        while not job.step(1 << 30):
+            pass
+        job.finish(pack_dir)
+    finally:
+        tracemalloc.stop()
+    # Two read buffers of a MiB (the source's read-ahead and the new pack's) besides.
+    assert (held - (2 << 20)) / entries < 80, held

@@ -9,7 +9,9 @@ keeps packs as small as libgit2's pack builder makes them, at a fraction of its 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import heapq
 import itertools
 import os
 import shutil
@@ -18,7 +20,7 @@ import sys
 import tempfile
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..chunking import common_prefix, common_suffix
@@ -198,9 +200,10 @@ def _publish(
     return target
 
 
-def read_index(idx: Path) -> tuple[list[bytes], tuple[int, ...], tuple[int, ...]]:
-    """The entries of a version-2 pack index, in its (id) order: their ids, CRC-32s and pack
-    offsets; ``ValueError`` for an index of another version or a damaged one."""
+def read_index(idx: Path) -> tuple[bytes, array[int], array[int]]:
+    """The entries of a version-2 pack index, in its (id) order: their ids (20 bytes each, one
+    after another), CRC-32s and pack offsets; ``ValueError`` for an index of another version or
+    a damaged one."""
     data = idx.read_bytes()
     if data[:8] != _IDX_MAGIC + struct.pack(">I", 2) or len(data) < 8 + 1024 + 40:
         raise ValueError(f"{idx.name} is not a version-2 pack index")
@@ -211,14 +214,20 @@ def read_index(idx: Path) -> tuple[list[bytes], tuple[int, ...], tuple[int, ...]
     large = offsets + 4 * count
     if len(data) < large + 40:
         raise ValueError(f"{idx.name} is truncated")
-    small: tuple[int, ...] = struct.unpack_from(f">{count}I", data, offsets)
-    if any(offset & 0x80000000 for offset in small):
-        small = tuple(
-            struct.unpack_from(">Q", data, large + 8 * (o & 0x7FFFFFFF))[0] if o & 0x80000000 else o
-            for o in small
-        )
-    oids = [data[at : at + 20] for at in range(ids, ids + 20 * count, 20)]
-    return oids, struct.unpack_from(f">{count}I", data, crcs), small
+    small = _big_endian("I", data[offsets:large])
+    wide = array("Q", small)
+    for at, offset in enumerate(small):
+        if offset & 0x80000000:
+            (wide[at],) = struct.unpack_from(">Q", data, large + 8 * (offset & 0x7FFFFFFF))
+    return data[ids:crcs], _big_endian("I", data[crcs:offsets]), wide
+
+
+def _big_endian(code: str, data: bytes) -> array[int]:
+    """``data``'s big-endian integers of ``array`` type ``code``."""
+    values = array(code, data)
+    if sys.byteorder == "little":
+        values.byteswap()
+    return values
 
 
 ENTRY_COST = 256
@@ -227,23 +236,46 @@ the work per entry (a read, a CRC, a header) weighs more than its bytes when it 
 
 
 class _Source:
-    """A pack being merged: its file, kept open, and its entries in pack order (parallel lists
-    of ints and bytes, which the cyclic garbage collector does not track: a tuple per entry
-    made a large merge trigger full collections of a large process's heap)."""
+    """A pack being merged: its file, kept open, and its index's entries in arrays (no Python
+    object per entry: a merge of a long history's packs holds every entry of them, about 60
+    bytes each this way, several hundred as lists and dicts of ints and ids).
+
+    Entries are numbered in the index's (id) order; ``order`` lists them in pack order, beside
+    their ``offsets``. ``placed`` is where each went in the new pack (-1: not yet, or never for
+    one ``dup``, whose id an earlier source holds), ``crcs_out`` its CRC-32 there."""
 
     def __init__(self, idx: Path) -> None:
-        oids, crcs, offsets = read_index(idx)
+        self.ids, self.crcs, offsets = read_index(idx)
         self.fd = os.open(idx.with_suffix(".pack"), os.O_RDONLY | os.O_CLOEXEC)
-        order = sorted(range(len(oids)), key=offsets.__getitem__)
-        self.offsets = [offsets[i] for i in order]
-        self.oids = [oids[i] for i in order]
-        self.crcs = [crcs[i] for i in order]
-        # Each entry runs to the next one, the last to the pack's trailing checksum.
-        self.stops = self.offsets[1:]
-        self.stops.append(os.fstat(self.fd).st_size - 20)
-        self.by_offset = dict(zip(self.offsets, self.oids, strict=True))
+        self.count = len(self.crcs)
+        self.order = array("I", sorted(range(self.count), key=offsets.__getitem__))
+        self.offsets = array("Q", (offsets[i] for i in self.order))
+        # The last entry runs to the pack's trailing checksum.
+        self.end = os.fstat(self.fd).st_size - 20
+        self.placed = array("q", [-1]) * self.count
+        self.crcs_out = array("I", [0]) * self.count
+        self.dup = bytearray(self.count)
         self._window = b""
         self._window_at = 0
+
+    def oid(self, i: int) -> bytes:
+        """The id of entry ``i``."""
+        return self.ids[20 * i : 20 * i + 20]
+
+    def find(self, oid: bytes) -> int:
+        """The entry whose id is ``oid``, or -1."""
+        low, high = 0, self.count
+        while low < high:
+            mid = (low + high) // 2
+            if self.ids[20 * mid : 20 * mid + 20] < oid:
+                low = mid + 1
+            else:
+                high = mid
+        return low if low < self.count and self.oid(low) == oid else -1
+
+    def sorted_ids(self, source: int) -> Iterator[tuple[bytes, int, int]]:
+        """``(id, source, entry)`` of each entry, in id order."""
+        return ((self.oid(i), source, i) for i in range(self.count))
 
     def read(self, start: int, stop: int) -> bytes:
         """The pack's bytes from ``start`` to ``stop``, read ahead :data:`_BUFFER` at a time
@@ -276,28 +308,41 @@ class PackMerge:
         self._tmp: Path | None = None
         self._fd = -1
         try:
-            ids: set[bytes] = set()
             for idx in self.sources:
                 self._packs.append(_Source(idx))
-                ids.update(self._packs[-1].oids)
             self._tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=work_dir))
             self._fd = os.open(self._tmp / "pack", NEW_FILE_FLAGS, PACK_FILE_MODE)
         except BaseException:
             self.abandon()
             raise
-        self._count = len(ids)
+        # An id in several sources is copied from the first of them.
+        self._count = 0
+        last = None
+        for oid, source, i in self._in_id_order(skip_dups=False):
+            if oid == last:
+                self._packs[source].dup[i] = 1
+            else:
+                self._count += 1
+            last = oid
         head = b"PACK" + struct.pack(">II", 2, self._count)
         self._digest = hashlib.sha1()
         self._parts = [head]
         self._pending = self._offset = len(head)
-        self._written: dict[bytes, int] = {}
-        self._entries = Entries()
+        self._copied = 0
         self._cursor = (0, 0)
+
+    def _in_id_order(self, *, skip_dups: bool) -> Iterator[tuple[bytes, int, int]]:
+        """``(id, source, entry)`` of every entry of every source in id order (of one id, the
+        first source's first); with ``skip_dups``, each id once."""
+        merged = heapq.merge(*(p.sorted_ids(k) for k, p in enumerate(self._packs)))
+        if not skip_dups:
+            return merged
+        return (entry for entry in merged if not self._packs[entry[1]].dup[entry[2]])
 
     @property
     def total(self) -> int:
         """The bytes of entries of every source (an object in two sources counted twice)."""
-        return sum(source.stops[-1] - source.offsets[0] for source in self._packs if source.oids)
+        return sum(source.end - source.offsets[0] for source in self._packs if source.count)
 
     def step(self, budget: int) -> bool:
         """Copy entries until at least ``budget`` bytes are copied (each entry counted as at
@@ -307,26 +352,44 @@ class PackMerge:
         pack, at = self._cursor
         while pack < len(self._packs):
             source = self._packs[pack]
-            while at < len(source.oids):
+            while at < source.count:
                 if copied >= budget:
                     self._cursor = (pack, at)
                     self._flush()
                     return False
-                oid, offset, stop = source.oids[at], source.offsets[at], source.stops[at]
+                i, offset = source.order[at], source.offsets[at]
                 at += 1
-                if oid in self._written:
+                stop = source.offsets[at] if at < source.count else source.end
+                if source.dup[i]:
                     continue  # also in an earlier source
                 raw = source.read(offset, stop)
-                if len(raw) != stop - offset or zlib.crc32(raw) != source.crcs[at - 1]:
-                    raise ValueError(f"pack entry {oid.hex()} does not match its index's CRC")
-                self._copy(raw, offset, oid, source.by_offset)
+                if len(raw) != stop - offset or zlib.crc32(raw) != source.crcs[i]:
+                    raise ValueError(
+                        f"pack entry {source.oid(i).hex()} does not match its index's CRC"
+                    )
+                self._copy(raw, offset, pack, i)
                 copied += max(len(raw), ENTRY_COST)
             pack, at = pack + 1, 0
         self._cursor = (pack, at)
         self._flush()
         return True
 
-    def _copy(self, raw: bytes, offset: int, oid: bytes, by_offset: dict[int, bytes]) -> None:
+    def _placed(self, pack: int, offset: int) -> int:
+        """Where the entry at ``offset`` of source ``pack`` is in the new pack, or -1."""
+        source = self._packs[pack]
+        at = bisect.bisect_left(source.offsets, offset)
+        if at == source.count or source.offsets[at] != offset:
+            return -1
+        i = source.order[at]
+        if source.dup[i]:
+            oid = source.oid(i)
+            for earlier in self._packs[:pack]:
+                j = earlier.find(oid)
+                if j >= 0 and not earlier.dup[j]:
+                    return earlier.placed[j]
+        return source.placed[i]
+
+    def _copy(self, raw: bytes, offset: int, pack: int, i: int) -> None:
         pos = 1
         while raw[pos - 1] & 0x80:  # the entry header's size continues
             pos += 1
@@ -336,12 +399,15 @@ class PackMerge:
             while raw[end - 1] & 0x80:
                 distance = ((distance + 1) << 7) | (raw[end] & 0x7F)
                 end += 1
-            base = self._written.get(by_offset.get(offset - distance, b""))
-            if base is None:
+            base = self._placed(pack, offset - distance)
+            if base < 0:
+                oid = self._packs[pack].oid(i)
                 raise ValueError(f"pack entry {oid.hex()} is a delta of no entry before it")
             raw = raw[:pos] + _ofs_distance(self._offset - base) + raw[end:]
-        self._written[oid] = self._offset
-        self._entries.append(oid, zlib.crc32(raw), self._offset)
+        source = self._packs[pack]
+        source.placed[i] = self._offset
+        source.crcs_out[i] = zlib.crc32(raw)
+        self._copied += 1
         self._parts.append(raw)
         self._offset += len(raw)
         self._pending += len(raw)
@@ -359,11 +425,15 @@ class PackMerge:
         index's path. The sources are left for the caller to remove."""
         assert self._tmp is not None and self._cursor[0] == len(self._packs)
         try:
-            if len(self._entries) != self._count:
+            if self._copied != self._count:
                 raise ValueError("the merged pack does not hold every object of its sources")
             checksum = self._digest.digest()
             write_all(self._fd, checksum)
-            return _publish(self._tmp, self._tmp / "pack", self._entries, checksum, pack_dir)
+            entries = Entries()
+            for oid, pack, i in self._in_id_order(skip_dups=True):
+                source = self._packs[pack]
+                entries.append(oid, source.crcs_out[i], source.placed[i])
+            return _publish(self._tmp, self._tmp / "pack", entries, checksum, pack_dir)
         finally:
             self.abandon()
 
@@ -778,7 +848,7 @@ def _write_index(path: Path, entries: Entries, pack_checksum: bytes) -> None:
         for at in starts:
             put(b"".join(ids[20 * i : 20 * i + 20] for i in order[at : at + _INDEX_CHUNK]))
         for at in starts:
-            put(_big_endian(array("I", (crcs[i] for i in order[at : at + _INDEX_CHUNK]))))
+            put(_network_bytes(array("I", (crcs[i] for i in order[at : at + _INDEX_CHUNK]))))
         for at in starts:
             small = array("I")
             for i in order[at : at + _INDEX_CHUNK]:
@@ -788,14 +858,14 @@ def _write_index(path: Path, entries: Entries, pack_checksum: bytes) -> None:
                     large.append(offset)
                 else:
                     small.append(offset)
-            put(_big_endian(small))
+            put(_network_bytes(small))
         put(struct.pack(f">{len(large)}Q", *large) + pack_checksum)
         write_all(fd, digest.digest())
     finally:
         os.close(fd)
 
 
-def _big_endian(values: array[int]) -> bytes:
+def _network_bytes(values: array[int]) -> bytes:
     """The bytes of ``values`` (4-byte unsigned integers) in network order."""
     if sys.byteorder == "little":
         values.byteswap()
