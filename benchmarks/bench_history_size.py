@@ -16,8 +16,10 @@ A second shape (``--shape lines``): each session appends eight lines of random w
 ``progress.md`` and ticks one item, nothing else. A third (``--shape notes --sessions 5``):
 each session creates one note of about 200 bytes, nothing else (a small store).
 
-The first figure is the store as the writes left it, with no manual gc: the writes pack their
-loose objects and merge packs by themselves (design.md, "Maintenance"). It counts the whole
+The first figure is the store as the user has it between sessions, with no manual gc: written
+by a process of its own that then ended, as an agent's does (its last writes published, the
+redo log back at its size at rest); the writes pack their loose objects and merge packs by
+themselves (design.md, "Maintenance"). It counts the whole
 repository directory of each side, not only its objects: every file (objects, refs, config,
 gitmem's redo log ``gitmem.wal``...) and directory, as bytes of the files and as disk use
 (allocated blocks, as ``du`` counts them, which is what a loose object or the log's
@@ -371,17 +373,39 @@ def pull_bytes(repo: Path, new: int) -> int:
     return len(pack)
 
 
-def measure(ops: list[Op], work: Path) -> Sizes:
-    """Build both repositories of ``ops`` under ``work`` and measure them (SystemExit if they
-    hold different memories or the store does not verify)."""
+# Whether stores are built with fsync on (--fsync), in this process and the writing one.
+_FSYNC = False
+
+
+def write_in_a_process(path: Path, key: str, shape: str, sessions: int, features: int) -> None:
+    """Write the workload into a new store at ``path`` in a process of its own, which then
+    ends as an agent's does: the store as the user has it between sessions (the last writes
+    published, the redo log at rest, a merge of packs under way finished by the exit)."""
+    args = [sys.executable, __file__, "--write-into", str(path), "--shape", shape]
+    args += ["--sessions", str(sessions), "--features", str(features)]
+    args += ["--fsync"] if _FSYNC else []
+    subprocess.run(args, check=True, env={**os.environ, "GITMEM_KEY": key})
+
+
+def _write_into(path: Path, shape: str, sessions: int, features: int) -> int:
+    store = MemoryStore.open(
+        path, os.environ["GITMEM_KEY"], create=True, state_dir=path.parent / "state"
+    )
+    apply_gitmem(store, list(workload(sessions, features, shape=shape)))
+    return 0
+
+
+def measure(shape: str, sessions: int, features: int, work: Path) -> Sizes:
+    """Build both repositories of the workload under ``work`` and measure them (SystemExit if
+    they hold different memories or the store does not verify)."""
     work.mkdir(parents=True, exist_ok=True)
+    ops = list(workload(sessions, features, shape=shape))
     plain_path = work / "plain.git"
     plain = pygit2.init_repository(str(plain_path), bare=True, initial_head="main")
     expected = apply_plain(plain, ops)
-    store = MemoryStore.open(
-        work / "gitmem.git", gitmem.generate_key(), create=True, state_dir=work / "state"
-    )
-    apply_gitmem(store, ops)
+    key = gitmem.generate_key()
+    write_in_a_process(work / "gitmem.git", key, shape, sessions, features)
+    store = MemoryStore.open(work / "gitmem.git", key, state_dir=work / "state")
     if store.files() != expected:
         raise SystemExit("the two repositories hold different memories")
     loose, as_written = file_bytes(store.path), disk_use(store.path)
@@ -432,7 +456,7 @@ def family(work: Path) -> int:
     rows = []
     for shape, label, sessions, features in FAMILY:
         started = time.perf_counter()
-        sizes = measure(list(workload(sessions, features, shape=shape)), work / shape)
+        sizes = measure(shape, sessions, features, work / shape)
         rows.append((shape, label, sizes))
         print(
             f"{shape}: {sizes.commits} commits in {time.perf_counter() - started:.0f}s",
@@ -460,15 +484,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build the repositories under this directory")
     parser.add_argument("--shape", choices=("progress", "lines", "notes", *_SINGLE_SHAPES))
     parser.add_argument("--family", action="store_true", help="every shape, one table")
+    parser.add_argument("--write-into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global _FSYNC
+    _FSYNC = args.fsync
     if not args.fsync:
         pygit2.settings.enable_fsync_gitdir(False)
+    if args.write_into:
+        return _write_into(args.write_into, args.shape or "progress", args.sessions, args.features)
     work = args.keep or Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     if args.family:
         return family(work)
-    ops = list(workload(args.sessions, args.features, shape=args.shape or "progress"))
+    shape = args.shape or "progress"
+    ops = list(workload(args.sessions, args.features, shape=shape))
     started = time.perf_counter()
-    s = measure(ops, work)
+    s = measure(shape, args.sessions, args.features, work)
     built = time.perf_counter() - started
     print(f"workload: {args.sessions} sessions, {args.features} features, {s.commits} commits")
     progress = [op for op in ops if op.path == "/memories/progress.md"]

@@ -1577,7 +1577,7 @@ class MemoryStore:
         plain git (and any other git tool) can read it; holds the writer lock. A no-op where
         writes are not logged (design.md, "The redo log")."""
         with self.repo.write_lock(self.lock_timeout):
-            self.repo.checkpoint(clear=True)
+            self.repo.checkpoint(clear=True, rest=True)
 
     def close(self) -> None:
         """Publish the writes this process logged to the store (a :meth:`checkpoint`, taking

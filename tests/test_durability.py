@@ -947,6 +947,42 @@ def test_the_log_starts_small_grows_when_few_records_fill_it_and_shrinks_back(
 
 
 @needs_log
+def test_a_store_at_rest_keeps_a_small_log(repo_path: Path, key: str, tmp_path: Path) -> None:
+    log = repo_path / wal.LOG_NAME
+    store = two_writes(repo_path, key, tmp_path)
+    rng = random.Random(4)
+    for n in range(12):  # records of about 12 KiB: the log grows past its first size
+        store.create(parse(f"/memories/big{n}.md"), base64.b64encode(rng.randbytes(9000)).decode())
+    assert log.stat().st_size == 2 * wal.MIN_CAPACITY
+    expected = store.files()
+    store.close()
+    # Done with the store: every write published, and no space kept for writes to come.
+    assert log.stat().st_size == wal.REST_CAPACITY
+    assert log.stat().st_blocks * 512 <= wal.REST_CAPACITY + 4096
+    assert GitRepo(repo_path).refs.ref_file(BRANCH) == store.head()
+    # The next session writes and grows it again, losing nothing.
+    again = MemoryStore.open(repo_path, key, state_dir=tmp_path / "state")
+    for n in range(6):
+        again.create(parse(f"/memories/more{n}.md"), base64.b64encode(rng.randbytes(9000)).decode())
+    assert log.stat().st_size >= wal.MIN_CAPACITY
+    assert {k: v for k, v in again.files().items() if "more" not in k} == expected
+    assert again.verify().ok
+    # A process that ends without closing the store rests it too (its exit publishes).
+    script = (
+        "import sys\n"
+        "from gitmem import MemoryStore\n"
+        "from gitmem.paths import parse\n"
+        "s = MemoryStore.open(sys.argv[1], sys.argv[2], state_dir=sys.argv[3])\n"
+        "s.create(parse('/memories/exit.md'), 'x' * 40000)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(repo_path), key, str(tmp_path / "state2")], check=True
+    )
+    assert log.stat().st_size == wal.REST_CAPACITY
+    assert again.read_text(parse("/memories/exit.md")) == "x" * 40000
+
+
+@needs_log
 def test_a_torn_header_gets_a_new_log_and_loses_nothing(
     repo_path: Path, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -202,7 +202,9 @@ store = MemoryStore.open(repo, key, state_dir=state, check_rollback=False)
 if action.startswith("write:"):
     store.create(parse("/memories/" + action[6:] + ".md"), action + "\\n")
 elif action == "checkpoint":
-    store.checkpoint()
+    # A writer's checkpoint of a full log (a store's checkpoint when it is done resizes it).
+    with store.repo.write_lock(30.0):
+        store.repo.checkpoint()
 elif action == "resize":
     with store.repo.write_lock(30.0):
         store.repo._checkpoint(4 * wal.MIN_CAPACITY)

@@ -345,7 +345,7 @@ class GitRepo:
 
     # -- the redo log: checkpoints, then maintenance ---------------------------------------
 
-    def checkpoint(self, *, clear: bool = False) -> None:
+    def checkpoint(self, *, clear: bool = False, rest: bool = False) -> None:
         """Under the writer lock: publish what the redo log holds and start a new generation.
 
         Every object of the log's current generation (and any written since its last record)
@@ -353,10 +353,11 @@ class GitRepo:
         the log's head and made durable; and a new generation starts from that head.
         Afterwards plain git sees every acknowledged write. With ``clear``, the repository's
         config stops naming the log's extension (see :meth:`Config.mark_log_pending`), so git
-        reads it again.
+        reads it again. With ``rest`` (a writer done with the store), the new generation's log
+        is :data:`wal.REST_CAPACITY` long.
         :class:`StorageError` if it cannot be written (a full disk): the writes stay in the log.
         """
-        self._publish_or_fail(clear=clear)
+        self._publish_or_fail(clear=clear, size=wal.REST_CAPACITY if rest else None)
 
     def scrub_log(self) -> None:
         """Under the writer lock: publish the redo log (a checkpoint), then overwrite every
@@ -364,9 +365,11 @@ class GitRepo:
         self._publish_or_fail(clear=True, maintain=False)
         self.log.scrub()
 
-    def _publish_or_fail(self, *, clear: bool, maintain: bool = True) -> None:
+    def _publish_or_fail(
+        self, *, clear: bool, maintain: bool = True, size: int | None = None
+    ) -> None:
         try:
-            self._checkpoint(clear=clear, maintain=maintain)
+            self._checkpoint(size, clear=clear, maintain=maintain)
         except OSError as exc:
             raise StorageError(
                 f"cannot publish the redo log of {self.path} into the repository: "
@@ -403,17 +406,17 @@ class GitRepo:
         but the config file; False when there is no readable config."""
         return Config.log_pending_at(path)
 
-    def publish(self, lock_timeout: float) -> None:
+    def publish(self, lock_timeout: float, *, rest: bool = False) -> None:
         """Checkpoint (the clearing kind) so that libgit2 and git see every write, under the
-        writer lock (taken here, up to ``lock_timeout`` seconds, unless this thread holds it).
-        A no-op where writes are not logged."""
+        writer lock (taken here, up to ``lock_timeout`` seconds, unless this thread holds it);
+        ``rest`` as for :meth:`checkpoint`. A no-op where writes are not logged."""
         if not self.mode.logged:
             return
         if getattr(self._local, "locked", False):
-            self._publish_or_fail(clear=True)
+            self.checkpoint(clear=True, rest=rest)
             return
         with self.write_lock(lock_timeout):
-            self._publish_or_fail(clear=True)
+            self.checkpoint(clear=True, rest=rest)
 
     def _recover_if_rebooted(self) -> None:
         """On first use: if the log was last started in another boot, power may have been
@@ -603,7 +606,7 @@ def publish_logged(lock_timeout: float = EXIT_LOCK_SECONDS) -> list[tuple[str, G
             LOGGED.pop(path, None)
             continue
         try:
-            GitRepo(path).publish(lock_timeout)
+            GitRepo(path).publish(lock_timeout, rest=True)
         except GitMemError as exc:
             failed.append((path, exc))
         except OSError as exc:

@@ -39,6 +39,10 @@ MIN_CAPACITY = 64 << 10
 """A new log's preallocated size, and the smallest a full log shrinks to."""
 MAX_CAPACITY = 1 << 20
 """The largest a full log grows to (a record larger than the log still extends it)."""
+REST_CAPACITY = 16 << 10
+"""The size a log is given when a writer is done with the store (it closes it, goes idle or
+exits): a store at rest keeps no preallocated space beyond what a short session's few writes
+fill; a session that writes more grows it again from :data:`MIN_CAPACITY`."""
 GROW_BELOW = 64
 """A generation that fills the log with fewer records than this doubles the next one's size;
 one that fills it with at least four times as many halves it (design.md, "The redo log")."""
