@@ -398,20 +398,6 @@ def forget_old_history(store: MemoryStore, head: Operation) -> None:
     store.head_operation()
 
 
-def adopted(store: MemoryStore, before: Operation | None, head: str | None) -> Operation | None:
-    """The ``redact`` operation a pull adopted when this replica's branch went from ``before``
-    to ``head``: None when ``head`` descends from ``before`` (a pull that did not rewrite
-    this replica's history). A pull rewrites it only to adopt a redaction (:func:`adopt`), so
-    the newest ``redact`` operation above the rewritten part is the one adopted."""
-    if before is None or head is None or head == before.commit:
-        return None
-    new = store.read_operation(head)
-    if store.contains(new, before.commit, before.seq):
-        return None
-    # Newest first: the redaction lies below only what this replica replayed and merged.
-    return next((op for op in store.log(head) if op.command == COMMAND), None)
-
-
 def history_above(store: MemoryStore, start: Operation, seq: int) -> list[Operation]:
     """The operations reachable from ``start`` whose sequence number is ``seq`` or more."""
     seen = {start.commit: start}
@@ -446,35 +432,41 @@ def supersedes(store: MemoryStore, head: Operation | None, theirs: Operation) ->
 
 def adopt(
     store: MemoryStore, seen: Mark, theirs: Operation, url: str, accept: Callable[[], None]
-) -> bool:
+) -> Operation | None:
     """A pull's answer to a remote head ``theirs`` that does not follow ``seen``, this client's
-    mark of the remote: False (refuse it, as a rollback) unless ``theirs``'s history holds a
+    mark of the remote: None (refuse it, as a rollback) unless ``theirs``'s history holds a
     redaction and a copy of the operation this client last saw there (and so of its history).
-    Then the fetched objects are kept (``accept``), and this replica's history is moved onto
+    Then the newest ``redact`` operation there is returned, the fetched objects are kept
+    (``accept``), and this replica's history is moved onto
     the rewritten one: each of its operations the remote holds rewritten becomes that
     rewritten commit, and its own (not pushed) are committed again on top with the same file
     versions replaced; the pull then merges as usual. :class:`ConflictError`, nothing
     changed, when its own operations wrote versions of files the redaction rewrote (they may
     hold the text: redact here too)."""
     if theirs.seq <= seen.seq:
-        return False
+        return None
     _refuse_retired(store, theirs, url)
     try:
         seen_op = store.read_operation(seen.commit)
     except IntegrityError:
-        return False  # this client no longer holds what it saw there: nothing to compare
+        return None  # this client no longer holds what it saw there: nothing to compare
     remote = history(store, theirs.commit)
     index = {identity(op): op for op in remote}
-    if identity(seen_op) not in index or not any(op.command == COMMAND for op in remote):
-        return False
+    redaction = _newest_redaction(remote)
+    if identity(seen_op) not in index or redaction is None:
+        return None
     accept()
     repo = store.repo
     with repo.writer(), repo.write_lock(store.lock_timeout):
         head = store.head_operation()
-        if head is None:
-            return True
-        _move_onto(store, head, remote, index, url)
-    return True
+        if head is not None:
+            _move_onto(store, head, remote, index, url)
+    return redaction
+
+
+def _newest_redaction(ops: list[Operation]) -> Operation | None:
+    """The ``redact`` operation of ``ops`` with the highest sequence number, if any."""
+    return max((op for op in ops if op.command == COMMAND), key=lambda op: op.seq, default=None)
 
 
 def _refuse_retired(store: MemoryStore, theirs: Operation, url: str) -> None:
@@ -516,13 +508,14 @@ def _move_onto(
 
 def onto_redaction(
     store: MemoryStore, theirs: Operation, url: str, accept: Callable[[], None]
-) -> Operation:
+) -> tuple[Operation, Operation | None]:
     """What a pull integrates of the remote's head ``theirs``: itself, or, when it was written
     on the history a redaction of this replica rewrote, its copy on the rewritten history
     (:func:`rebase_incoming`). And when ``theirs`` carries a redaction this replica has not
     adopted (its pull had no mark of the remote to find it by: rollback checks off, or a
     remote never pulled from), this replica's history is moved onto it first, as
-    :func:`adopt` does. Only a history that diverged from ``theirs`` is looked at."""
+    :func:`adopt` does; that redaction is returned beside it (else None). Only a history that
+    diverged from ``theirs`` is looked at."""
     with store.repo.writer(), store.repo.write_lock(store.lock_timeout):
         ours = store.head_operation()
         if (
@@ -530,33 +523,36 @@ def onto_redaction(
             or store.contains(ours, theirs.commit, theirs.seq)
             or store.contains(theirs, ours.commit, ours.seq)
         ):
-            return theirs
+            return theirs, None
         if _built_on_a_redaction(store, theirs):
             if store.high_water is None or not redacted(store, ours):
-                _adopt_unmarked(store, ours, theirs, url, accept)
-            return theirs
+                return theirs, _adopt_unmarked(store, ours, theirs, url, accept)
+            return theirs, None
         if not redacted(store, ours):
-            return theirs
+            return theirs, None
         copy = rebase_incoming(store, ours, theirs, url, accept)
         if copy is None:
-            return theirs
+            return theirs, None
         # Published now: the pull's merge, which names it, is written under another lock.
         store.repo.checkpoint()
-        return copy
+        return copy, None
 
 
 def _adopt_unmarked(
     store: MemoryStore, ours: Operation, theirs: Operation, url: str, accept: Callable[[], None]
-) -> None:
+) -> Operation | None:
     """Under the writer lock: move this replica's history onto ``theirs``'s when that holds a
-    redaction and copies of operations of this replica's (see :func:`onto_redaction`)."""
+    redaction and copies of operations of this replica's (see :func:`onto_redaction`); the
+    newest redaction there, or None when it holds none."""
     remote = history(store, theirs.commit)
-    if not any(op.command == COMMAND for op in remote):
-        return
+    redaction = _newest_redaction(remote)
+    if redaction is None:
+        return None
     _refuse_retired(store, theirs, url)
     index = {identity(op): op for op in remote}
     accept()
     _move_onto(store, ours, remote, index, url)
+    return redaction
 
 
 def _built_on_a_redaction(store: MemoryStore, op: Operation) -> bool:

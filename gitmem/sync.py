@@ -193,22 +193,20 @@ def pull(
     incoming head is identified as this store, authenticated and checked against this client's
     mark of the remote are they kept, and the branch moves, under the writer lock.
     """
-    before = store.head_operation()
     with _fetched(store, remote, timeout) as incoming:
         if isinstance(incoming, SyncResult):
             return incoming
         result = _integrate(
-            store, incoming.label, incoming.url, incoming.theirs, incoming.meta, incoming.accept
+            store,
+            incoming.label,
+            incoming.url,
+            incoming.theirs,
+            incoming.meta,
+            incoming.accept,
+            adopted=incoming.adopted,
         )
     incoming.seen()
-    return _saying_adopted(store, before, result)
-
-
-def _saying_adopted(store: MemoryStore, before: Operation | None, result: SyncResult) -> SyncResult:
-    """``result``, naming the redaction the pull adopted if it moved this replica's history
-    onto a rewritten one (its old versions stay on disk until ``gitmem gc``)."""
-    adopted = redact.adopted(store, before, result.head)
-    return result if adopted is None else replace(result, redaction=adopted)
+    return result
 
 
 @dataclass(frozen=True)
@@ -225,6 +223,8 @@ class _Incoming:
     remote_has_meta: bool
     accept: Callable[[], None]
     seconds: float
+    # The redaction of the remote this pull adopted before integrating (redact.adopt), if any.
+    adopted: Operation | None = None
 
     def seen(self) -> None:
         """Advance this client's mark of the remote to the head fetched."""
@@ -263,19 +263,27 @@ def _fetched(
         if theirs is not None:
             # As for a local head: refused before it can become the branch or a merge's parent.
             store.check_epoch(theirs)
+        adopted = None
         try:
             _check_remote_head(store, seen, theirs, url)
         except RollbackDetected:
             # Unless an authenticated redaction rewrote all this client saw there: then this
             # replica's history moves onto the rewritten one first (gitmem.redact.adopt).
-            if (
-                seen is None
-                or theirs is None
-                or not redact.adopt(store, seen, theirs, url, fetched.accept)
-            ):
+            if seen is None or theirs is None:
+                raise
+            adopted = redact.adopt(store, seen, theirs, url, fetched.accept)
+            if adopted is None:
                 raise
         yield _Incoming(
-            label, url, theirs, their_meta, marks, META_REF in heads, fetched.accept, seconds
+            label,
+            url,
+            theirs,
+            their_meta,
+            marks,
+            META_REF in heads,
+            fetched.accept,
+            seconds,
+            adopted,
         )
 
 
@@ -352,6 +360,7 @@ def _integrate(
     accept: Callable[[], None],
     *,
     detached: bool = False,
+    adopted: Operation | None = None,
 ) -> SyncResult:
     """Make the local branch include ``theirs``: nothing, a fast-forward, or a merge commit.
 
@@ -359,13 +368,31 @@ def _integrate(
     epoch and carries the metadata both sides agree on. ``accept`` keeps the fetched objects:
     called before the branch or the metadata can name them, after every refusal. With
     ``detached``, a merge commit is written but the branch does not move to it (the result's
-    ``merge``; see :func:`sync`).
+    ``merge``; see :func:`sync`). ``adopted``: the remote's redaction the pull adopted before
+    (the result's ``redaction``, as is one adopted here).
     """
     if theirs is None:
-        return SyncResult(label, url, "up-to-date", store.head(), None)
+        return SyncResult(label, url, "up-to-date", store.head(), None, redaction=adopted)
     remote_head = theirs.commit
     # Written on a history a redaction here rewrote: its copy on the new one is taken instead.
-    theirs = redact.onto_redaction(store, theirs, url, accept)
+    theirs, adopted_here = redact.onto_redaction(store, theirs, url, accept)
+    result = _bring_in(store, label, url, theirs, remote_head, their_meta, accept, detached)
+    adopted = adopted or adopted_here
+    return result if adopted is None else replace(result, redaction=adopted)
+
+
+def _bring_in(
+    store: MemoryStore,
+    label: str,
+    url: str,
+    theirs: Operation,
+    remote_head: str,
+    their_meta: FoundMeta | None,
+    accept: Callable[[], None],
+    detached: bool,
+) -> SyncResult:
+    """:func:`_integrate`'s fast-forward or merge of ``theirs`` (the remote's ``remote_head``,
+    or its copy on a history a redaction here rewrote)."""
     for _ in range(_SYNC_RETRIES):
         with store.repo.write_lock(store.lock_timeout):
             # Again under the lock: a local key change may have happened since the fetch.
@@ -531,8 +558,7 @@ def sync(
     """
     deadline = time.monotonic() + SYNC_PATIENCE
     with _taking_turns(store, remote, deadline):
-        before = store.head_operation()
-        return _saying_adopted(store, before, _sync_until(store, remote, timeout, deadline))
+        return _sync_until(store, remote, timeout, deadline)
 
 
 @contextlib.contextmanager
@@ -566,9 +592,12 @@ def _sync_until(
     """:func:`sync`'s attempts, until one succeeds or ``deadline`` passes."""
     attempt = 0
     fetched: list[str | None] = []
+    # A redaction adopted by an attempt that was refused stays adopted: the result says so.
+    adopted: list[Operation] = []
     while True:
         try:
-            return _sync_once(store, remote, timeout, fetched)
+            result = _sync_once(store, remote, timeout, fetched, adopted)
+            return result if not adopted else replace(result, redaction=adopted[-1])
         except PushRejected:
             if len(fetched) > 1 and fetched[-1] == fetched[-2]:
                 raise  # refused though the remote did not move (a hook, a protected branch)
@@ -584,9 +613,14 @@ def _sync_until(
 
 
 def _sync_once(
-    store: MemoryStore, remote: str, timeout: float | None, fetched: list[str | None]
+    store: MemoryStore,
+    remote: str,
+    timeout: float | None,
+    fetched: list[str | None],
+    adopted: list[Operation],
 ) -> SyncResult:
-    """One attempt of :func:`sync`; the remote head it fetched is appended to ``fetched``."""
+    """One attempt of :func:`sync`; the remote head it fetched is appended to ``fetched``, and
+    the remote's redaction it adopted, if any, to ``adopted``."""
     with _fetched(store, remote, timeout) as incoming:
         if isinstance(incoming, SyncResult):
             fetched.append(incoming.remote_head)
@@ -601,7 +635,10 @@ def _sync_once(
                 incoming.meta,
                 incoming.accept,
                 detached=True,
+                adopted=incoming.adopted,
             )
+            if pulled.redaction is not None:
+                adopted.append(pulled.redaction)
     if isinstance(incoming, _Incoming):
         incoming.seen()
         if pulled.action == "merged":

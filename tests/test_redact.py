@@ -652,7 +652,9 @@ def test_a_replica_without_rollback_checks_adopts_a_redaction_too(
     b.create(p("b.md"), "b\n")
     a.redact(SECRET)
     a.push()
-    assert b.pull().action == "merged"
+    pulled = b.pull()
+    assert pulled.action == "merged" and pulled.redaction is not None
+    assert pulled.redaction.command == "redact"
     assert b.read_text(p("notes.md")) == "one\ncard [redacted]\ntwo\n"
     b.push()
     b.gc()
@@ -700,3 +702,14 @@ def test_gitmem_pull_says_it_adopted_a_redaction(origin: Path, tmp_path: Path, k
     )
     again = CliRunner().invoke(main, ["--repo", str(b.path), "pull", "--json"], env=env)
     assert again.exit_code == 0 and json.loads(again.stdout)["redaction"] is None
+
+
+def test_gitmem_sync_says_it_adopted_a_redaction(origin: Path, tmp_path: Path, key: str) -> None:
+    a = first_replica(origin, tmp_path, key)
+    b = replica(origin, tmp_path, key, "b")
+    done = a.redact(SECRET)
+    assert done.operation is not None
+    a.push()
+    synced = b.sync()
+    assert synced.redaction is not None and synced.redaction.commit == done.operation.commit
+    assert b.sync().redaction is None
