@@ -196,15 +196,7 @@ def pull(
     with _fetched(store, remote, timeout) as incoming:
         if isinstance(incoming, SyncResult):
             return incoming
-        result = _integrate(
-            store,
-            incoming.label,
-            incoming.url,
-            incoming.theirs,
-            incoming.meta,
-            incoming.accept,
-            adopted=incoming.adopted,
-        )
+        result = incoming.integrate(store)
     incoming.seen()
     return result
 
@@ -225,6 +217,19 @@ class _Incoming:
     seconds: float
     # The redaction of the remote this pull adopted before integrating (redact.adopt), if any.
     adopted: Operation | None = None
+
+    def integrate(self, store: MemoryStore, *, detached: bool = False) -> SyncResult:
+        """:func:`_integrate` of this remote head into ``store``."""
+        return _integrate(
+            store,
+            self.label,
+            self.url,
+            self.theirs,
+            self.meta,
+            self.accept,
+            detached=detached,
+            adopted=self.adopted,
+        )
 
     def seen(self) -> None:
         """Advance this client's mark of the remote to the head fetched."""
@@ -627,16 +632,7 @@ def _sync_once(
             pulled = incoming
         else:
             fetched.append(None if incoming.theirs is None else incoming.theirs.commit)
-            pulled = _integrate(
-                store,
-                incoming.label,
-                incoming.url,
-                incoming.theirs,
-                incoming.meta,
-                incoming.accept,
-                detached=True,
-                adopted=incoming.adopted,
-            )
+            pulled = incoming.integrate(store, detached=True)
             if pulled.redaction is not None:
                 adopted.append(pulled.redaction)
     if isinstance(incoming, _Incoming):
