@@ -20,6 +20,7 @@ import pygit2
 import pytest
 
 from gitmem import fsutil
+from gitmem.chunking import common_prefix, common_suffix
 from gitmem.git import pack
 from gitmem.git.pack import PackObject, write_pack
 from gitmem.git.wal import object_id
@@ -794,3 +795,189 @@ def test_a_tree_is_a_delta_of_its_own_paths_version(tmp_path: Path) -> None:
             assert bases[chain[depth]] == chain[depth - 1] and seen[chain[depth]][3] == depth
         assert all(bases[oid] in chain for oid in chain if oid in bases)
         assert max(seen[oid][3] for oid in chain) == pack.DELTA_DEPTH
+
+
+# -- trees changed in several places -----------------------------------------------------------
+
+
+def based_file_tree(chunks: list[str], bases: list[str], header: str) -> bytes:
+    """A file tree holding its chunks in order, then base entries ``d<base blob id>`` (one
+    for each id in ``bases``, sorted), then its header."""
+    entries = [(b"100644", f"c{i:08x}", oid) for i, oid in enumerate(chunks)]
+    entries += [(b"100644", f"d{oid}", oid) for oid in bases]
+    return tree_bytes([*entries, (b"100644", "h", header)])
+
+
+def cat_file(repo: Path, oids: list[str]) -> dict[str, bytes]:
+    """Each object's payload as ``git cat-file --batch`` reads it."""
+    run = subprocess.run(
+        ["git", "--git-dir", str(repo), "cat-file", "--batch"],
+        input="".join(f"{oid}\n" for oid in oids).encode(),
+        capture_output=True,
+        check=True,
+    )
+    out, pos = {}, 0
+    for oid in oids:
+        eol = run.stdout.index(b"\n", pos)
+        got, _, size = run.stdout[pos:eol].split()
+        assert got.decode() == oid
+        out[oid] = run.stdout[eol + 1 : eol + 1 + int(size)]
+        pos = eol + 2 + int(size)
+    return out
+
+
+def pack_versions(
+    tmp_path: Path, trees: list[bytes], blobs: list[tuple[bytes, bytes]]
+) -> dict[str, tuple[str, int, int, int]]:
+    """Pack ``trees`` (newest first) and ``blobs``; check the pack as git, libgit2 and git
+    cat-file read it; return verify-pack's view of it."""
+    repo = bare(tmp_path)
+    objects = [*((b"tree", t) for t in trees), *blobs]
+    idx = write_pack(objects, repo / "objects" / "pack", repo)
+    assert idx is not None
+    check_pack(repo, idx, objects)
+    subprocess.run(["git", "index-pack", "--verify", str(idx.with_suffix(".pack"))], check=True)
+    oids = [object_id(b"tree", t) for t in trees]
+    assert cat_file(repo, oids) == dict(zip(oids, trees, strict=True))
+    return verify_pack(idx)
+
+
+def test_a_tree_changed_in_three_places_is_a_small_delta(tmp_path: Path) -> None:
+    """A file tree of 20 chunks and 100 base entries whose next version changes a chunk,
+    inserts a base entry in the middle and changes its header: a delta of those three
+    entries (about 140 bytes inserted), not of everything between the first and the last."""
+    rng = random.Random(31)
+    blobs = [(b"blob", rng.randbytes(30)) for _ in range(130)]
+    ids = [object_id(*b) for b in blobs]
+    chunks, bases = ids[:20], sorted(ids[20:120])
+    older = based_file_tree(chunks, bases, ids[120])
+    chunks[7] = ids[121]
+    newer_bases = sorted([*bases, ids[122]])
+    assert 30 < newer_bases.index(ids[122]) < 70  # inserted well inside the base entries
+    newer = based_file_tree(chunks, newer_bases, ids[123])
+    assert len(older) > 7000
+    seen = pack_versions(tmp_path, [newer, older], blobs)
+    assert seen[object_id(b"tree", newer)][3] == 0
+    kind, size, _, depth = seen[object_id(b"tree", older)]
+    assert (kind, depth) == ("tree", 1)
+    assert size < 200
+
+
+def test_a_tree_with_entries_removed_in_several_places_is_a_small_delta(tmp_path: Path) -> None:
+    """Base entries removed at three places, none next to another, and the header changed."""
+    rng = random.Random(32)
+    blobs = [(b"blob", rng.randbytes(30)) for _ in range(130)]
+    ids = [object_id(*b) for b in blobs]
+    chunks, bases = ids[:20], sorted(ids[20:120])
+    older = based_file_tree(chunks, bases, ids[120])
+    kept = [oid for i, oid in enumerate(bases) if i not in (10, 11, 12, 50, 90)]
+    newer = based_file_tree(chunks, kept, ids[121])
+    seen = pack_versions(tmp_path, [older, newer], blobs)
+    kind, size, _, depth = seen[object_id(b"tree", newer)]
+    assert (kind, depth) == ("tree", 1)
+    assert size < 80  # the header inserted, the rest copies
+
+
+def test_a_tree_of_duplicate_looking_entries_is_read_back_whole(tmp_path: Path) -> None:
+    """Entries with one id under many names, names that differ in their last letter, ids
+    holding a NUL and a mode's bytes: the delta copies only bytes found equal, so each version
+    reads back as it was, whatever order they come in."""
+    rng = random.Random(33)
+    blobs = [(b"blob", rng.randbytes(30)) for _ in range(40)]
+    ids = [object_id(*b) for b in blobs]
+    tricky = (b"\x00100644 d" + rng.randbytes(11)).hex()
+    assert object_id(b"blob", b"") not in ids
+    same = ids[0]
+
+    def version(names: list[str], swap: int) -> bytes:
+        entries = [(b"100644", n, tricky if n.endswith("a") else same) for n in names]
+        entries[swap] = (b"100644", entries[swap][1], ids[swap % 40])
+        return tree_bytes(entries)
+
+    names = [f"e{i:03d}{c}" for i in range(60) for c in "ab"]
+    trees = [version(names, 5)]
+    for step in range(1, 12):
+        names = [n for k, n in enumerate(names) if k % (10 + step) != step]
+        names += [f"e{step:03d}c", f"e{60 + step:03d}a"]
+        trees.append(version(sorted(set(names)), (7 * step) % len(names)))
+    trees = list(dict.fromkeys(trees))
+    seen = pack_versions(tmp_path, trees, [*blobs, (b"blob", rng.randbytes(5))])
+    deltas = [seen[object_id(b"tree", t)] for t in trees[1:]]
+    assert all(
+        depth >= 1 and size < len(t) // 4
+        for (_, size, _, depth), t in zip(deltas, trees[1:], strict=True)
+    )
+
+
+def apply_delta(base: bytes, delta: bytes) -> bytes:
+    """git's delta applied, as gitformat-pack describes it (independent of gitmem)."""
+
+    def varint(pos: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = delta[pos]
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            pos += 1
+            if not byte & 0x80:
+                return value, pos
+
+    base_size, pos = varint(0)
+    target_size, pos = varint(pos)
+    assert base_size == len(base)
+    out = bytearray()
+    while pos < len(delta):
+        command = delta[pos]
+        pos += 1
+        if command & 0x80:
+            offset = size = 0
+            for i in range(4):
+                if command & (1 << i):
+                    offset |= delta[pos] << (8 * i)
+                    pos += 1
+            for i in range(3):
+                if command & (1 << (4 + i)):
+                    size |= delta[pos] << (8 * i)
+                    pos += 1
+            assert 0 < (size or 0x10000) <= 0xFFFFFF and offset + (size or 0x10000) <= len(base)
+            out += base[offset : offset + (size or 0x10000)]
+        else:
+            assert 0 < command <= 0x7F
+            out += delta[pos : pos + command]
+            pos += command
+    assert len(out) == target_size
+    return bytes(out)
+
+
+def test_entry_deltas_of_random_edits_and_malformed_trees_make_the_target() -> None:
+    """Random trees edited at random places (entries inserted, removed, changed, repeated,
+    moved) and bytes that are no tree at all: the delta makes the target exactly."""
+    rng = random.Random(34)
+    for _ in range(300):
+        entries = [
+            rng.choice([b"100644 ", b"40000 "])
+            + rng.randbytes(rng.randrange(1, 6)).hex().encode()
+            + b"\0"
+            + rng.choice([b"\0" * 20, rng.randbytes(20), b"\x00100644 " + bytes(12)])
+            for _ in range(rng.randrange(0, 40))
+        ]
+        new = list(entries)
+        for _ in range(rng.randrange(1, 6)):
+            at = rng.randrange(len(new) + 1)
+            action = rng.randrange(4)
+            if action == 0 or not new:
+                new.insert(at, rng.choice([*entries, b"100644 x\0" + rng.randbytes(20)]))
+            elif action == 1:
+                del new[at % len(new)]
+            elif action == 2:
+                new[at % len(new)] = new[at % len(new)][:-20] + rng.randbytes(20)
+            else:
+                new.insert(at, new.pop(rng.randrange(len(new))))
+        base, target = b"".join(entries), b"".join(new)
+        if rng.randrange(5) == 0:
+            base, target = base[: rng.randrange(len(base) + 1)], target + rng.randbytes(9)
+        prefix = common_prefix(base, target)
+        suffix = common_suffix(base, target, min(len(base), len(target)) - prefix)
+        data, copied = pack._entry_delta(base, target, prefix, suffix)
+        assert apply_delta(base, data) == target
+        assert copied <= len(target)

@@ -598,8 +598,10 @@ class _TreeBases:
         depth_limit: int,
     ) -> _Delta | None:
         """The smallest delta of ``tree`` against a candidate less than ``depth_limit`` deep;
-        None when no delta is small enough."""
-        best: tuple[int, int, int, int, bytes] | None = None  # matched, offset, depth, ...
+        None when no delta is small enough. Candidates rank by the bytes of ``tree`` their
+        delta copies: their common beginning and end when those leave little between, else
+        every run of entries :func:`_entry_delta` finds in them."""
+        best: tuple[int, int, int, int, int, bytes | None, bytes] | None = None
         tried: set[int] = set()
         for base, base_offset, depth in candidates:
             if depth >= depth_limit or min(len(base), len(tree)) <= (best[0] if best else 0):
@@ -609,19 +611,30 @@ class _TreeBases:
             tried.add(base_offset)
             prefix = common_prefix(base, tree)
             suffix = common_suffix(base, tree, min(len(base), len(tree)) - prefix)
-            if best is None or prefix + suffix > best[0]:
-                best = (prefix + suffix, base_offset, depth + 1, prefix, base)
-                if len(tree) - prefix - suffix <= _GOOD_DELTA:
-                    break  # one changed entry or so: the search costs more than it could save
+            if len(tree) - prefix - suffix <= _GOOD_DELTA:
+                # One changed entry or so: one copy, one insert, one copy is as small as any,
+                # and the search costs more than it could save.
+                if best is None or prefix + suffix > best[0]:
+                    best = (prefix + suffix, base_offset, depth + 1, prefix, suffix, None, base)
+                break
+            data: bytes | None
+            data, copied = _entry_delta(base, tree, prefix, suffix)
+            if copied <= prefix + suffix:
+                data, copied = None, prefix + suffix  # the ends cut entries it inserts whole
+            if best is None or copied > best[0]:
+                best = (copied, base_offset, depth + 1, prefix, suffix, data, base)
+                if len(tree) - copied <= _GOOD_DELTA:
+                    break  # several changed entries, each a small insert: good enough
         if best is None:
             return None
-        matched, base_offset, depth, prefix, base = best
+        matched, base_offset, depth, prefix, suffix, data, base = best
         if len(tree) - matched > _DELTA_SHARE * len(tree):
             return None  # what it inserts alone is too much: no need to build it
-        data = _delta_data(base, tree, prefix, matched - prefix)
+        if data is None:
+            data = _delta_data(base, tree, prefix, suffix)
         if len(data) > _DELTA_SHARE * len(tree):
             return None
-        return base_offset, depth, data, prefix, matched - prefix
+        return base_offset, depth, data, prefix, suffix
 
     def add(
         self,
@@ -731,13 +744,84 @@ def _delta_data(base: bytes, target: bytes, prefix: int, suffix: int) -> bytes:
     last ``suffix`` bytes: copy the prefix, insert the middle, copy the suffix."""
     out = bytearray(_varint(len(base)) + _varint(len(target)))
     _copy(out, 0, prefix)
-    middle = target[prefix : len(target) - suffix]
-    for start in range(0, len(middle), 0x7F):  # an insert holds at most 127 bytes
-        piece = middle[start : start + 0x7F]
-        out.append(len(piece))
-        out += piece
+    _insert(out, target[prefix : len(target) - suffix])
     _copy(out, len(base) - suffix, suffix)
     return bytes(out)
+
+
+def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[bytes, int]:
+    """git delta data making ``target`` from ``base`` entry by entry, and how many bytes of
+    ``target`` it copies. ``base`` and ``target`` share their first ``prefix`` and last
+    ``suffix`` bytes; between them, each run of ``target``'s entries that lie one after
+    another in ``base`` too is one copy, and the entries ``base`` lacks are inserted. So a
+    tree changed in several places (a file tree's chunk, a base entry inserted in sorted
+    order and its header) costs those entries, where a copy of the common ends would insert
+    all that lies between them.
+
+    Only the entries between the common ends are indexed and walked. Any cut of the bytes
+    into "entries" makes a correct delta, since each copy is of bytes found equal: a
+    malformed tree only copies less."""
+    start = _boundary_before(target, prefix) if prefix else 0
+    base_stop = len(base) - suffix
+    index: dict[bytes, int] = {}
+    find = base.find
+    pos = start
+    while pos < base_stop:
+        nul = find(b"\0", pos)
+        stop = len(base) if nul < 0 else min(nul + 21, len(base))
+        index.setdefault(base[pos:stop], pos)
+        pos = stop
+    out = bytearray(_varint(len(base)) + _varint(len(target)))
+    # The copy being extended (base offset and size; its first bytes are those of the common
+    # beginning) and where the bytes to insert began in target, if any.
+    copy_from, copy_size, insert_from = 0, start, -1
+    copied = 0
+    startswith, find = base.startswith, target.find
+    end = len(target) - suffix
+    pos = start
+    while pos < end:
+        nul = find(b"\0", pos)
+        stop = len(target) if nul < 0 else min(nul + 21, len(target))
+        entry = target[pos:stop]
+        if copy_size and startswith(entry, copy_from + copy_size):
+            copy_size += stop - pos
+        else:
+            at = index.get(entry)
+            if at is None:
+                if insert_from < 0:
+                    _copy(out, copy_from, copy_size)
+                    copied += copy_size
+                    copy_size, insert_from = 0, pos
+            else:
+                if insert_from >= 0:
+                    _insert(out, target[insert_from:pos])
+                    insert_from = -1
+                else:
+                    _copy(out, copy_from, copy_size)
+                    copied += copy_size
+                copy_from, copy_size = at, stop - pos
+        pos = stop
+    # What is left of target, from an entry's start, lies in the common end.
+    tail = len(target) - pos
+    tail_from = len(base) - tail
+    if insert_from >= 0:
+        _insert(out, target[insert_from:pos])
+    elif copy_from + copy_size == tail_from:
+        tail += copy_size
+        tail_from = copy_from
+    else:
+        _copy(out, copy_from, copy_size)
+        copied += copy_size
+    _copy(out, tail_from, tail)
+    return bytes(out), copied + tail
+
+
+def _insert(out: bytearray, data: bytes) -> None:
+    """Append insert instructions for ``data``: each holds at most 127 bytes."""
+    for start in range(0, len(data), 0x7F):
+        piece = data[start : start + 0x7F]
+        out.append(len(piece))
+        out += piece
 
 
 def _copy(out: bytearray, offset: int, size: int) -> None:
