@@ -523,10 +523,13 @@ class _TreeBases:
     """Trees already written that a later tree may be stored as a delta of.
 
     Trees are whole lists of entries: a write changes one entry of each directory above the
-    file, and an edit of a file changes the chunks from the edit on and its header, so a
-    version of a tree shares its beginning and its end with the version before; a delta of
-    one copy, one insert and one copy holds only what changed. gitmem's blobs (ciphertext)
-    and commits (a sealed record) share nothing and are stored whole.
+    file, so a version of a directory tree shares its beginning and its end with the version
+    before, and a delta of one copy, one insert and one copy holds only what changed. An edit
+    of a file may change entries in several places of its tree (a chunk, and its header at
+    the end): when the common ends leave more than ``_GOOD_DELTA`` bytes between them, the
+    delta copies each run of entries the base holds in the same order (:func:`_entry_delta`)
+    and inserts only the entries that changed. gitmem's blobs (ciphertext) and commits (a
+    sealed record) share nothing and are stored whole.
 
     **By path first.** A tree's other versions are looked for first under its path, as git
     sorts objects by path before it searches: the entry name an earlier tree of the pack gave
@@ -758,25 +761,17 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
     order and its header) costs those entries, where a copy of the common ends would insert
     all that lies between them.
 
-    Only the entries between the common ends are indexed and walked. Any cut of the bytes
-    into "entries" makes a correct delta, since each copy is of bytes found equal: a
-    malformed tree only copies less."""
+    Only the entries between the common ends are walked, and looked for in the base between
+    them. Any cut of the bytes into "entries" makes a correct delta, since each copy is of
+    bytes found equal: a malformed tree only copies less."""
     start = _boundary_before(target, prefix) if prefix else 0
     base_stop = len(base) - suffix
-    index: dict[bytes, int] = {}
-    find = base.find
-    pos = start
-    while pos < base_stop:
-        nul = find(b"\0", pos)
-        stop = len(base) if nul < 0 else min(nul + 21, len(base))
-        index.setdefault(base[pos:stop], pos)
-        pos = stop
     out = bytearray(_varint(len(base)) + _varint(len(target)))
     # The copy being extended (base offset and size; its first bytes are those of the common
     # beginning) and where the bytes to insert began in target, if any.
     copy_from, copy_size, insert_from = 0, start, -1
     copied = 0
-    startswith, find = base.startswith, target.find
+    startswith, find_in_base, find = base.startswith, base.find, target.find
     end = len(target) - suffix
     pos = start
     while pos < end:
@@ -786,8 +781,8 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
         if copy_size and startswith(entry, copy_from + copy_size):
             copy_size += stop - pos
         else:
-            at = index.get(entry)
-            if at is None:
+            at = find_in_base(entry, start, base_stop)
+            if at < 0:
                 if insert_from < 0:
                     _copy(out, copy_from, copy_size)
                     copied += copy_size
@@ -801,6 +796,16 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
                     copied += copy_size
                 copy_from, copy_size = at, stop - pos
         pos = stop
+        if copy_size:
+            # The copy goes on over every byte the two share from here, to the start of the
+            # entry where they differ (at memcmp speed: runs of unchanged entries are long).
+            run = common_prefix(target[pos:], base[copy_from + copy_size :])
+            if pos + run == len(target):
+                copy_size, pos = copy_size + run, len(target)
+            elif run > _ENTRY_FIXED:
+                boundary = _boundary_before(target, pos + run)
+                if boundary > pos:
+                    copy_size, pos = copy_size + boundary - pos, boundary
     # What is left of target, from an entry's start, lies in the common end.
     tail = len(target) - pos
     tail_from = len(base) - tail
