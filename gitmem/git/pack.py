@@ -62,6 +62,10 @@ _BASE_OVERHEAD = 512  # a kept tree's lists, keys and dict entries, besides its 
 _DELTA_SHARE = 0.5
 # A delta inserting at most this many bytes (an entry with a long name) ends the search.
 _GOOD_DELTA = 128
+# An entry delta (see _entry_delta) searches the base's bytes for so many entries, then
+# indexes its entries; and compares a run of shared bytes so many at a time.
+_ENTRY_SEARCHES = 8
+_RUN_BLOCK = 4096
 # A tree or commit larger than this is stored, not deflated (see _deflate).
 _DEFLATE_LIMIT = 64 << 10
 CHECKPOINT_DEFLATE_MIN = 160
@@ -620,10 +624,11 @@ class _TreeBases:
                 if best is None or prefix + suffix > best[0]:
                     best = (prefix + suffix, base_offset, depth + 1, prefix, suffix, None, base)
                 break
-            data: bytes | None
-            data, copied = _entry_delta(base, tree, prefix, suffix)
-            if copied <= prefix + suffix:
-                data, copied = None, prefix + suffix  # the ends cut entries it inserts whole
+            data: bytes | None = None
+            copied = prefix + suffix
+            found = _entry_delta(base, tree, prefix, suffix)
+            if found is not None and found[1] > copied:  # (the ends may cut an entry it inserts)
+                data, copied = found
             if best is None or copied > best[0]:
                 best = (copied, base_offset, depth + 1, prefix, suffix, data, base)
                 if len(tree) - copied <= _GOOD_DELTA:
@@ -752,9 +757,10 @@ def _delta_data(base: bytes, target: bytes, prefix: int, suffix: int) -> bytes:
     return bytes(out)
 
 
-def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[bytes, int]:
+def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[bytes, int] | None:
     """git delta data making ``target`` from ``base`` entry by entry, and how many bytes of
-    ``target`` it copies. ``base`` and ``target`` share their first ``prefix`` and last
+    ``target`` it copies; None once it would insert more than ``_DELTA_SHARE`` of ``target``
+    (too large to keep). ``base`` and ``target`` share their first ``prefix`` and last
     ``suffix`` bytes; between them, each run of ``target``'s entries that lie one after
     another in ``base`` too is one copy, and the entries ``base`` lacks are inserted. So a
     tree changed in several places (a file tree's chunk, a base entry inserted in sorted
@@ -762,16 +768,20 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
     all that lies between them.
 
     Only the entries between the common ends are walked, and looked for in the base between
-    them. Any cut of the bytes into "entries" makes a correct delta, since each copy is of
-    bytes found equal: a malformed tree only copies less."""
+    them: the first few with a search of its bytes, then in an index of its entries (a search
+    for each entry of a large tree would read the tree once for each). Any cut of the bytes
+    into "entries" makes a correct delta, since each copy is of bytes found equal: a
+    malformed tree only copies less."""
     start = _boundary_before(target, prefix) if prefix else 0
     base_stop = len(base) - suffix
     out = bytearray(_varint(len(base)) + _varint(len(target)))
     # The copy being extended (base offset and size; its first bytes are those of the common
     # beginning) and where the bytes to insert began in target, if any.
     copy_from, copy_size, insert_from = 0, start, -1
-    copied = 0
-    startswith, find_in_base, find = base.startswith, base.find, target.find
+    copied = inserted = searches = 0
+    index: dict[bytes, int] | None = None
+    too_much = _DELTA_SHARE * len(target)
+    startswith, find = base.startswith, target.find
     end = len(target) - suffix
     pos = start
     while pos < end:
@@ -781,15 +791,25 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
         if copy_size and startswith(entry, copy_from + copy_size):
             copy_size += stop - pos
         else:
-            at = find_in_base(entry, start, base_stop)
+            if index is not None:
+                at = index.get(entry, -1)
+            elif searches < _ENTRY_SEARCHES:
+                searches += 1
+                at = base.find(entry, start, base_stop)
+            else:
+                index = _entry_index(base, start, base_stop)
+                at = index.get(entry, -1)
             if at < 0:
                 if insert_from < 0:
                     _copy(out, copy_from, copy_size)
                     copied += copy_size
                     copy_size, insert_from = 0, pos
+                if inserted + stop - insert_from > too_much:
+                    return None
             else:
                 if insert_from >= 0:
                     _insert(out, target[insert_from:pos])
+                    inserted += pos - insert_from
                     insert_from = -1
                 else:
                     _copy(out, copy_from, copy_size)
@@ -799,7 +819,7 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
         if copy_size:
             # The copy goes on over every byte the two share from here, to the start of the
             # entry where they differ (at memcmp speed: runs of unchanged entries are long).
-            run = common_prefix(target[pos:], base[copy_from + copy_size :])
+            run = _shared_run(target, pos, base, copy_from + copy_size)
             if pos + run == len(target):
                 copy_size, pos = copy_size + run, len(target)
             elif run > _ENTRY_FIXED:
@@ -819,6 +839,33 @@ def _entry_delta(base: bytes, target: bytes, prefix: int, suffix: int) -> tuple[
         copied += copy_size
     _copy(out, tail_from, tail)
     return bytes(out), copied + tail
+
+
+def _entry_index(tree: bytes, start: int, stop: int) -> dict[bytes, int]:
+    """Where each entry of ``tree`` beginning from ``start`` and before ``stop`` begins (its
+    first place, for an entry listed twice)."""
+    index: dict[bytes, int] = {}
+    find = tree.find
+    pos = start
+    while pos < stop:
+        nul = find(b"\0", pos)
+        end = len(tree) if nul < 0 else min(nul + 21, len(tree))
+        index.setdefault(tree[pos:end], pos)
+        pos = end
+    return index
+
+
+def _shared_run(a: bytes, a_at: int, b: bytes, b_at: int) -> int:
+    """How many bytes ``a`` from ``a_at`` and ``b`` from ``b_at`` share, compared a block at
+    a time (so a short run reads no more than a block of a large tree)."""
+    run = 0
+    while True:
+        block = common_prefix(
+            a[a_at + run : a_at + run + _RUN_BLOCK], b[b_at + run : b_at + run + _RUN_BLOCK]
+        )
+        run += block
+        if block < _RUN_BLOCK:
+            return run
 
 
 def _insert(out: bytearray, data: bytes) -> None:
