@@ -451,10 +451,13 @@ FAMILY: tuple[tuple[str, str, int, int], ...] = (
 )
 
 
-def family(work: Path) -> int:
-    """Measure every shape of :data:`FAMILY` and print one table with the ratios."""
+def family(work: Path, only: list[str] | None = None) -> int:
+    """Measure every shape of :data:`FAMILY` (or those in ``only``) and print one table with
+    the ratios."""
     rows = []
     for shape, label, sessions, features in FAMILY:
+        if only and shape not in only:
+            continue
         started = time.perf_counter()
         sizes = measure(shape, sessions, features, work / shape)
         rows.append((shape, label, sizes))
@@ -484,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build the repositories under this directory")
     parser.add_argument("--shape", choices=("progress", "lines", "notes", *_SINGLE_SHAPES))
     parser.add_argument("--family", action="store_true", help="every shape, one table")
+    parser.add_argument(
+        "--only", help="with --family: these shapes only (comma-separated, e.g. log,checklist)"
+    )
     parser.add_argument("--write-into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global _FSYNC
@@ -494,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         return _write_into(args.write_into, args.shape or "progress", args.sessions, args.features)
     work = args.keep or Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     if args.family:
-        return family(work)
+        return family(work, args.only.split(",") if args.only else None)
     shape = args.shape or "progress"
     ops = list(workload(args.sessions, args.features, shape=shape))
     started = time.perf_counter()

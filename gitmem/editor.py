@@ -297,7 +297,8 @@ class TreeEditor:
         existing = parent.nodes.get(path.name)
         if isinstance(existing, _MutDir) or (existing is not None and existing.kind == KIND_DIR):
             raise PathExists(str(path))
-        parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data))
+        previous = existing.oid if existing is not None else None
+        parent.nodes[path.name] = Node(KIND_FILE, self.codec.write_file(data, previous))
         if existing is not None:
             # Each write adds its version's size: the one it replaces goes, so a process that
             # keeps rewriting files keeps as many sizes as there are files.

@@ -27,8 +27,11 @@ SPLIT_FORMAT_VERSION = 4
 # commit on: gitmem that does not know redactions would refuse the rewritten branch as a
 # rollback, and its users would be told to accept it, keeping the old history beside it.
 REDACT_FORMAT_VERSION = 5
+# Format 6, "compact history": compressed records and delta chunks (file trees with base
+# entries). gitmem that reads only 1-5 would refuse both as malformed.
+COMPACT_FORMAT_VERSION = 6
 # Versions this code reads; a store of a newer version is refused rather than misread.
-READABLE_VERSIONS = frozenset({1, 2, 3, 4, REDACT_FORMAT_VERSION})
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, REDACT_FORMAT_VERSION, COMPACT_FORMAT_VERSION})
 # Records did not change with format 2 (a merge is a new command, not a new layout).
 RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = frozenset({1})
@@ -40,10 +43,20 @@ KIND_FILE = "f"
 KIND_DIR = "d"
 HEADER_ENTRY = "h"
 CHUNK_ENTRY_PREFIX = "c"
+# A file tree's base entries (format 6) are "d" and the base blob's id: they sort after the
+# chunks and before the header, and a base added or dropped leaves every other entry as it was,
+# so a file tree's next version is a small delta of it.
+BASE_ENTRY_PREFIX = "d"
 ROLE_CHUNK = b"chunk"
 ROLE_HEADER = b"header"
 COMPRESS_NONE = 0
 COMPRESS_ZLIB = 1
+# A chunk compressed with zlib against a preset dictionary, the bytes of the chunks it names
+# as bases (format 6; docs/design.md, "File trees").
+COMPRESS_DELTA = 2
+# The longest chain of delta chunks a reader follows (a delta of a delta ...): a bound on the
+# work of a read; writers stop far short of it (tree.DELTA_CHAIN).
+MAX_DELTA_DEPTH = 64
 
 _RECORD_AD = b"gitmem/record/v1"
 # Canonical JSON (sorted keys, no spaces, ASCII escapes), as ``json.dumps(..., sort_keys=True,
@@ -67,6 +80,11 @@ MAX_COMMIT_BYTES = 16 * MIB
 def chunk_entry(index: int) -> str:
     """The tree entry name of a file's ``index``-th chunk (sorts in chunk order)."""
     return f"{CHUNK_ENTRY_PREFIX}{index:08x}"
+
+
+def base_entry(oid: str) -> str:
+    """The tree entry name of a file's base chunk ``oid`` (format 6)."""
+    return BASE_ENTRY_PREFIX + oid
 
 
 def record_ad(store_id: bytes, tree: str, parents: tuple[str, ...] | list[str]) -> bytes:

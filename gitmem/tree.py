@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
+from bisect import bisect_right
 from collections.abc import (
     Callable,
     Container,
@@ -30,20 +31,25 @@ from typing import NamedTuple, TypeVar, overload
 
 from . import buckets, chunking, paths, workers
 from .cache import BoundedCache
+from .chunking import common_prefix, common_suffix
 from .crypto import StoreKeys
 from .errors import IntegrityError
 from .format import (
     CHUNK_BLOB_OVERHEAD,
+    CHUNK_ENTRY_PREFIX,
+    COMPRESS_DELTA,
     COMPRESS_NONE,
     COMPRESS_ZLIB,
     HEADER_ENTRY,
     KIND_DIR,
     KIND_FILE,
     MAX_BLOB_BYTES,
+    MAX_DELTA_DEPTH,
     MAX_HEADER_BLOB_BYTES,
     META_ENTRY,
     ROLE_CHUNK,
     ROLE_HEADER,
+    base_entry,
     chunk_entry,
     decode_header,
     encode_header,
@@ -68,6 +74,22 @@ _FILE_CACHE_BYTES = 8 << 20
 # Files this large inflate their chunks on several threads (see gitmem.workers): below it the
 # hand-offs between threads cost about what the parallel inflating saves, or more.
 _PARALLEL_BYTES = 256 << 10
+# Files smaller than this (most memory files: a few chunks) are stored whole, never as deltas:
+# an edit of one saves a few KiB at most, and each delta chunk costs a read of its bases.
+DELTA_MIN_FILE = 8192
+# The longest chain of deltas a writer makes (a delta of a delta ...): the next change of that
+# chunk stores it whole. A read of a chunk then inflates at most this many more objects.
+DELTA_CHAIN = 16
+# The most bases one delta chunk names (the old chunks its bytes overlapped), and the most it
+# may need in all, its bases' bases included.
+_MAX_BASES = 4
+_MAX_CLOSURE = 64
+# A chunk is stored as a delta only when that is at most this share of it stored whole: a
+# delta costs a read of its bases, and one that saves little is not worth it.
+_DELTA_SHARE = 0.75
+# What each chunk read or written needs (its bases, chain depth), by chunk id: what a later
+# edit needs to store deltas of it.
+_LINK_CACHE_ENTRIES = 1 << 16
 # Names that a listing (as Claude sees it) leaves out, besides dot-files.
 EXCLUDED_NAMES = frozenset({"node_modules"})
 
@@ -330,6 +352,7 @@ class TreeCodec:
         # Set when write_dir writes a split directory: the store's format must then be 4 (the
         # writer clears it before each edit; see MemoryStore.write).
         self.wrote_split = False
+        self._links: BoundedCache[str, _Link] = BoundedCache(_LINK_CACHE_ENTRIES)
 
     def forget(self) -> None:
         """Drop everything cached (listings, sizes, remembered files): the next reads are cold."""
@@ -338,6 +361,7 @@ class TreeCodec:
         self._split.clear()
         self._buckets.clear()
         self._sizes.clear()
+        self._links.clear()
         self._stamped = None
         self.chunker.forget()
 
@@ -849,45 +873,101 @@ class TreeCodec:
 
     # -- files ----------------------------------------------------------------------------
 
-    def write_file(self, data: bytes) -> str:
-        """Store ``data`` as a file tree (header + chunks) and return the tree id."""
+    def write_file(self, data: bytes, previous: str | None = None) -> str:
+        """Store ``data`` as a file tree (chunks, base chunks, header) and return the tree id.
+
+        ``previous`` is the file tree of the version ``data`` replaces, if any: a changed
+        chunk may then be stored as a delta of the chunks it overlapped there (format 6).
+        """
         pieces = self.chunker.pieces(data)
-        entries = [TreeEntry(HEADER_ENTRY, self._write_header(len(data), len(pieces)), BLOB_MODE)]
-        oids = []
-        for index, (chunk, known) in enumerate(pieces):
+        old = self._old_version(previous, data)
+        oids: list[str] = []
+        links: list[_Link] = []
+        start = 0
+        for chunk, known in pieces:
+            end = start + len(chunk)
             # A chunk known from the file's previous version is that blob (sealing is
-            # deterministic); it is rewritten only if it has gone (pruned garbage).
-            chunk_oid = known if known is not None and self.repo.has(known) else None
-            oids.append(chunk_oid or self._write_chunk(chunk))
-            entries.append(TreeEntry(chunk_entry(index), oids[-1], BLOB_MODE))
+            # deterministic), with the bases it needs; it is rewritten only if it has gone
+            # (pruned garbage) or its bases are not known.
+            link = None if known is None else self._links.get(known)
+            if known is not None and link is not None and self.repo.has(known):
+                oids.append(known)
+            else:
+                known, link = self._write_chunk(chunk, old.bases(start, end) if old else [])
+                oids.append(known)
+            links.append(link)
+            start = end
+        needed = sorted(frozenset().union(*(link.closure for link in links)))
+        # In git's order: chunks, then bases, then the header.
+        entries = [TreeEntry(chunk_entry(i), o, BLOB_MODE) for i, o in enumerate(oids)]
+        entries += [TreeEntry(base_entry(b), b, BLOB_MODE) for b in needed]
+        entries.append(TreeEntry(HEADER_ENTRY, self._write_header(len(data), len(oids)), BLOB_MODE))
         oid = self.repo.write_tree(entries)
-        self._keep_file(oid, data, list(accumulate(map(len, (p.data for p in pieces)))), oids)
+        self._keep_file(oid, data, list(accumulate(len(p.data) for p in pieces)), oids, links)
         self._sizes.put(oid, len(data))
         return oid
+
+    def _old_version(self, previous: str | None, new: bytes) -> _OldVersion | None:
+        """What an edit of file tree ``previous`` into ``new`` may store deltas against, if
+        the writer knows that version (an edit reads it first)."""
+        if previous is None or len(new) < DELTA_MIN_FILE:
+            return None
+        known = self._files.get(previous)
+        if known is None:
+            return None
+        data, cuts, chunk_oids = known
+        links = [self._links.get(o) for o in chunk_oids]
+        return _OldVersion(data, cuts, chunk_oids, links, new)
 
     def _write_header(self, size: int, chunks: int) -> str:
         sealed = self.keys.seal_blob(encode_header(size, chunks), ROLE_HEADER)
         return self.repo.write_blob(sealed)
 
-    def _write_chunk(self, chunk: bytes) -> str:
+    def _write_chunk(self, chunk: bytes, bases: list[_Base]) -> tuple[str, _Link]:
+        """Seal and store ``chunk``, as a delta of ``bases`` when that is much smaller than
+        the chunk stored whole and its chain stays short; its id and what it needs."""
         packed = zlib.compress(chunk, 6)
         body = (
             bytes([COMPRESS_ZLIB]) + packed
             if len(packed) < len(chunk)
             else bytes([COMPRESS_NONE]) + chunk
         )
-        return self.repo.write_blob(self.keys.seal_blob(body, ROLE_CHUNK))
+        link = _WHOLE
+        if bases:
+            depth = 1 + max(base.link.depth for base in bases)
+            closure = frozenset(base.oid for base in bases).union(
+                *(base.link.closure for base in bases)
+            )
+            if depth <= DELTA_CHAIN and len(closure) <= _MAX_CLOSURE:
+                compressor = zlib.compressobj(9, zdict=b"".join(base.data for base in bases))
+                delta = compressor.compress(chunk) + compressor.flush()
+                head = bytes([COMPRESS_DELTA, len(bases)]) + b"".join(
+                    bytes.fromhex(base.oid) for base in bases
+                )
+                if len(head) + len(delta) <= _DELTA_SHARE * len(body):
+                    body = head + delta
+                    link = _Link(tuple(base.oid for base in bases), depth, closure)
+        oid = self.repo.write_blob(self.keys.seal_blob(body, ROLE_CHUNK))
+        self._links.put(oid, link)
+        return oid, link
 
-    def _file_entries(self, oid: str) -> tuple[int, list[TreeEntry]]:
+    def _file_entries(self, oid: str) -> tuple[int, list[TreeEntry], list[TreeEntry]]:
+        """The size, chunk entries and base entries of file tree ``oid``, checked."""
         entries = self.repo.read_tree(oid)
-        # Trees are read in git's order (gitrepo checks it), where the chunks come before "h".
+        # Trees are read in git's order (gitrepo checks it): chunks, then bases, then "h".
         if (
             not entries
             or entries[-1].name != HEADER_ENTRY
             or any(e.mode != BLOB_MODE for e in entries)
         ):
             raise IntegrityError(f"file tree {oid} is malformed")
-        header, chunks = entries[-1], entries[:-1]
+        header = entries[-1]
+        count = 0
+        for entry in entries:
+            if not entry.name.startswith(CHUNK_ENTRY_PREFIX):
+                break
+            count += 1
+        chunks, bases = entries[:count], entries[count:-1]
         try:
             sealed = self.repo.read_blob(header.oid, MAX_HEADER_BLOB_BYTES)
             plain = self.keys.open_blob(sealed, ROLE_HEADER)
@@ -895,10 +975,12 @@ class TreeCodec:
             raise IntegrityError(
                 f"the header {header.oid} of file tree {oid} failed authentication"
             ) from None
-        size, count = decode_header(plain)
-        if count != len(chunks) or any(e.name != chunk_entry(i) for i, e in enumerate(chunks)):
+        size, stated = decode_header(plain)
+        if stated != len(chunks) or any(e.name != chunk_entry(i) for i, e in enumerate(chunks)):
             raise IntegrityError(f"file tree {oid} does not match its header")
-        return size, chunks
+        if any(e.name != base_entry(e.oid) for e in bases):
+            raise IntegrityError(f"file tree {oid} is malformed")
+        return size, chunks, bases
 
     def forget_size(self, oid: str) -> None:
         """Forget the size of file tree ``oid``: an edit replaced or removed that version, so
@@ -909,7 +991,7 @@ class TreeCodec:
         """The plaintext size of file tree ``oid``, from its header alone."""
         size = self._sizes.get(oid)
         if size is None:
-            size, _ = self._file_entries(oid)
+            size, _, _ = self._file_entries(oid)
             self._sizes.put(oid, size)
         return size
 
@@ -926,30 +1008,171 @@ class TreeCodec:
                 # As a read would: the next edit of this file rehashes only around the edit.
                 self.chunker.remember(data, cuts, chunk_oids)
                 return data
-        size, chunks = self._file_entries(oid)
-        # Authenticate every chunk first, then inflate them: inflating (most of a large file's
-        # read) runs outside the GIL, so a large file's chunks inflate on several threads
-        # without the threads contending for the GIL (see gitmem.workers).
+        size, chunks, base_entries = self._file_entries(oid)
+        # Authenticate every chunk and base first, then inflate them: inflating (most of a
+        # large file's read) runs outside the GIL, so a large file's whole chunks inflate on
+        # several threads without the threads contending for the GIL (see gitmem.workers).
         # No chunk is longer than the whole file (plus its envelope): the bound on what a
-        # damaged or planted chunk object may inflate to.
+        # damaged or planted chunk object may inflate to. Writers keep bases within it too.
         limit = min(size + CHUNK_BLOB_OVERHEAD, MAX_BLOB_BYTES)
-        bodies = [(e.oid, self._open_chunk(e.oid, limit)) for e in chunks]
-        parts = workers.map_ordered(_inflate, bodies, parallel=size >= _PARALLEL_BYTES)
+        bodies = {
+            e.oid: self._open_chunk(e.oid, limit) for e in itertools.chain(chunks, base_entries)
+        }
+        whole = [(o, b) for o, b in bodies.items() if b[:1] != _DELTA_METHOD]
+        plains = dict(
+            zip(
+                (o for o, _ in whole),
+                workers.map_ordered(_inflate, whole, parallel=size >= _PARALLEL_BYTES),
+                strict=True,
+            )
+        )
+        links = dict.fromkeys(plains, _WHOLE)
+        if len(plains) < len(bodies):
+            resolver = _Deltas(oid, size, bodies, plains, links)
+            for entry in chunks:
+                resolver.resolve(entry.oid, 0)
+        parts = [plains[e.oid] for e in chunks]
         data = b"".join(parts)
         if len(data) != size:
             raise IntegrityError(f"file tree {oid} does not have the size its header states")
-        self._keep_file(oid, data, list(accumulate(map(len, parts))), [e.oid for e in chunks])
+        for base, link in links.items():
+            self._links.put(base, link)
+        cuts = list(accumulate(map(len, parts)))
+        self._keep_file(oid, data, cuts, [e.oid for e in chunks], [links[e.oid] for e in chunks])
         return data
 
-    def _keep_file(self, oid: str, data: bytes, cuts: list[int], chunk_oids: list[str]) -> None:
+    def _keep_file(
+        self, oid: str, data: bytes, cuts: list[int], chunk_oids: list[str], links: list[_Link]
+    ) -> None:
         self.chunker.remember(data, cuts, chunk_oids)
         self._files.put(oid, (data, cuts, chunk_oids), len(data) + 1)
+        for chunk, link in zip(chunk_oids, links, strict=True):
+            self._links.put(chunk, link)
 
     def _open_chunk(self, oid: str, limit: int) -> bytes:
         try:
             return self.keys.open_blob(self.repo.read_blob(oid, limit), ROLE_CHUNK)
         except IntegrityError:
             raise IntegrityError(f"chunk {oid} failed authentication") from None
+
+
+_DELTA_METHOD = bytes([COMPRESS_DELTA])
+
+
+class _Link(NamedTuple):
+    """What a stored chunk needs besides itself: the bases it names (none when it is stored
+    whole), its delta chain's depth, and every base it needs, its bases' bases included."""
+
+    bases: tuple[str, ...]
+    depth: int
+    closure: frozenset[str]
+
+
+_WHOLE = _Link((), 0, frozenset())
+
+
+class _Base(NamedTuple):
+    """A chunk of a file's previous version that a new chunk may be a delta of."""
+
+    oid: str
+    data: bytes
+    link: _Link
+
+
+class _OldVersion:
+    """The version of a file an edit replaces, as deltas of the edit's chunks need it."""
+
+    def __init__(
+        self,
+        data: bytes,
+        cuts: list[int],
+        chunk_oids: list[str],
+        links: list[_Link | None],
+        new: bytes,
+    ) -> None:
+        self.data, self.cuts, self.chunk_oids, self.links = data, cuts, chunk_oids, links
+        self.size = len(new)  # no base may be longer (the readers' bound on a chunk)
+        # The edit changed old[prefix : len(old) - suffix] into new[prefix : len(new) - suffix].
+        self.prefix = common_prefix(data, new)
+        self.suffix = common_suffix(data, new, min(len(data), len(new)) - self.prefix)
+
+    def _old_offset(self, at: int, end: bool) -> int:
+        """Where offset ``at`` of the new version was in the old one: the same bytes before
+        the edit and after it; inside it, the edit's start (``end`` false) or end."""
+        if at <= self.prefix:
+            return at
+        if at >= self.size - self.suffix:
+            return at - self.size + len(self.data)
+        return len(self.data) - self.suffix if end else self.prefix
+
+    def bases(self, start: int, end: int) -> list[_Base]:
+        """The old chunks a new chunk at ``[start, end)`` may be a delta of: those holding
+        the bytes it was made from, at most ``_MAX_BASES``, in file order."""
+        low, high = self._old_offset(start, False), self._old_offset(end, True)
+        if high <= low:  # all of it new (inserted by the edit): the old chunks around it
+            low, high = max(low - 1, 0), min(low + 1, len(self.data))
+        found: list[_Base] = []
+        index = bisect_right(self.cuts, low)
+        begin = self.cuts[index - 1] if index else 0
+        for cut in self.cuts[index:]:
+            if begin >= high or len(found) == _MAX_BASES:
+                break
+            link = self.links[index]
+            if link is not None and cut - begin <= self.size:
+                found.append(_Base(self.chunk_oids[index], self.data[begin:cut], link))
+            begin = cut
+            index += 1
+        return found
+
+
+class _Deltas:
+    """Resolves a file tree's delta chunks against its bases, each once, bases first."""
+
+    def __init__(
+        self,
+        tree: str,
+        size: int,
+        bodies: Mapping[str, bytes],
+        plains: dict[str, bytes],
+        links: dict[str, _Link],
+    ) -> None:
+        self.tree, self.size = tree, size
+        self.bodies, self.plains, self.links = bodies, plains, links
+
+    def resolve(self, oid: str, depth: int) -> bytes:
+        """The bytes of chunk ``oid``, reached through ``depth`` deltas."""
+        plain = self.plains.get(oid)
+        if plain is not None:
+            return plain
+        if depth > MAX_DELTA_DEPTH:
+            raise IntegrityError(
+                f"chunk {oid} of file tree {self.tree} is a delta more than {MAX_DELTA_DEPTH} deep"
+            )
+        body = self.bodies[oid]
+        count = body[1] if len(body) > 1 else 0
+        if count == 0 or len(body) < 2 + 20 * count:
+            raise IntegrityError(f"chunk {oid} is malformed")
+        named = tuple(body[2 + 20 * i : 22 + 20 * i].hex() for i in range(count))
+        if any(b not in self.bodies or b == oid for b in named):
+            raise IntegrityError(
+                f"chunk {oid} names a base that file tree {self.tree} does not hold"
+            )
+        zdict = b"".join(self.resolve(b, depth + 1) for b in named)
+        try:
+            inflater = zlib.decompressobj(zdict=zdict)
+            plain = inflater.decompress(memoryview(body)[2 + 20 * count :], self.size + 1)
+        except zlib.error:
+            raise IntegrityError(f"chunk {oid} does not decompress") from None
+        if not inflater.eof or inflater.unused_data or len(plain) > self.size:
+            raise IntegrityError(f"chunk {oid} does not decompress")
+        links = [self.links[b] for b in named]
+        self.links[oid] = _Link(
+            named,
+            1 + max(link.depth for link in links),
+            frozenset(named).union(*(link.closure for link in links)),
+        )
+        self.plains[oid] = plain
+        return plain
 
 
 def _inflate(chunk: tuple[str, bytes]) -> bytes:
