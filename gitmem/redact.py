@@ -198,6 +198,10 @@ class _Finder:
         self.text = text
         self.needle = check_text(text)
         self.versions: dict[str, tuple[str, int]] = {}
+        # The chunk and base blobs of the versions holding the text (set after the survey): a
+        # version that keeps one as a base (format 6) is written again too, whole, so that no
+        # rewritten tree reaches it.
+        self.tainted: frozenset[str] = frozenset()
 
     def holds(self, oid: str) -> bool:
         return self.needle in self.store.codec.read_file(oid)
@@ -210,8 +214,12 @@ class _Finder:
             return known
         data = self.store.codec.read_file(oid)
         if self.needle not in data:
-            self.versions[oid] = (oid, 0)
-            return oid, 0
+            bases = self.store.repo.read_tree(oid) if self.tainted else []
+            if not any(_is_base(e) and e.oid in self.tainted for e in bases):
+                self.versions[oid] = (oid, 0)
+                return oid, 0
+            self.versions[oid] = (self.store.codec.write_file(data, deltas=False), 0)
+            return self.versions[oid]
         try:
             text = data.decode("utf-8").replace(self.text, MARKER)
         except UnicodeDecodeError:
@@ -222,7 +230,7 @@ class _Finder:
                 "give a longer text; nothing was changed"
             )
         new = text.encode("utf-8")
-        result = (self.store.codec.write_file(new), len(new) - len(data))
+        result = (self.store.codec.write_file(new, deltas=False), len(new) - len(data))
         self.versions[oid] = result
         return result
 
@@ -325,6 +333,7 @@ def redact(store: MemoryStore, text: str, dry_run: bool = False) -> Redaction:
         holding, held = _survey(store, ops, finder, read_tree)
         if not holding:
             raise NotFound("no version of any file holds the text; nothing was changed")
+        finder.tainted = frozenset(_chunks(store, dict.fromkeys(held)))
         # After a key rotation the whole history is sealed again, in the newest epoch: a merge
         # rewritten in it whose other parent stayed in an older epoch would break the epoch
         # order (design.md, "Epoch order").
@@ -683,14 +692,19 @@ def _pair_files(store: MemoryStore, old: str, new: str, out: dict[str, str], url
                 raise _diverged(url, "a rewritten tree changed more than files")
 
 
-def _chunks(store: MemoryStore, versions: Mapping[str, str]) -> set[str]:
-    """The chunk blobs of the file trees ``versions`` names (its keys)."""
+def _chunks(store: MemoryStore, versions: Mapping[str, object]) -> set[str]:
+    """The chunk and base blobs of the file trees ``versions`` names (its keys)."""
     return {
         e.oid
         for oid in versions
         for e in store.repo.read_tree(oid)
-        if e.name.startswith(fmt.CHUNK_ENTRY_PREFIX)
+        if e.name.startswith(fmt.CHUNK_ENTRY_PREFIX) or _is_base(e)
     }
+
+
+def _is_base(entry: TreeEntry) -> bool:
+    """Whether a file tree's ``entry`` is a base chunk (format 6)."""
+    return entry.name.startswith(fmt.BASE_ENTRY_PREFIX)
 
 
 def _diverged(url: str, why: str) -> ConflictError:

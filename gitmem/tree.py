@@ -873,14 +873,16 @@ class TreeCodec:
 
     # -- files ----------------------------------------------------------------------------
 
-    def write_file(self, data: bytes, previous: str | None = None) -> str:
+    def write_file(self, data: bytes, previous: str | None = None, *, deltas: bool = True) -> str:
         """Store ``data`` as a file tree (chunks, base chunks, header) and return the tree id.
 
         ``previous`` is the file tree of the version ``data`` replaces, if any: a changed
         chunk may then be stored as a delta of the chunks it overlapped there (format 6).
+        Without ``deltas`` every chunk is stored whole and the tree has no bases (a
+        redaction's rewrite: no earlier bytes stay reachable through it).
         """
         pieces = self.chunker.pieces(data)
-        old = self._old_version(previous, data)
+        old = self._old_version(previous, data) if deltas else None
         oids: list[str] = []
         links: list[_Link] = []
         start = 0
@@ -890,7 +892,12 @@ class TreeCodec:
             # deterministic), with the bases it needs; it is rewritten only if it has gone
             # (pruned garbage) or its bases are not known.
             link = None if known is None else self._links.get(known)
-            if known is not None and link is not None and self.repo.has(known):
+            if (
+                known is not None
+                and link is not None
+                and (deltas or not link.bases)
+                and self.repo.has(known)
+            ):
                 oids.append(known)
             else:
                 known, link = self._write_chunk(chunk, old.bases(start, end) if old else [])

@@ -155,9 +155,7 @@ def _sealed(store: MemoryStore, data: bytes) -> str:
 
 def _delta(store: MemoryStore, entries: list[TreeEntry]) -> TreeEntry:
     return next(
-        e
-        for e in entries
-        if e.name.startswith("c") and body(store, e.oid)[0] == fmt.COMPRESS_DELTA
+        e for e in entries if e.name.startswith("c") and body(store, e.oid)[0] == fmt.COMPRESS_DELTA
     )
 
 
@@ -219,3 +217,26 @@ def test_a_chain_deeper_than_readers_follow_is_refused(
     monkeypatch.setattr(tree_module, "MAX_DELTA_DEPTH", 0)
     with pytest.raises(IntegrityError, match="is a delta more than 0 deep"):
         _read_forged(store, entries)
+
+
+def test_a_redaction_rewrites_versions_whose_bases_hold_the_text(repo_path: Path, key: str) -> None:
+    secret = "the door code is 4711-0815"
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.create("/memories/c.md", CHECKLIST)
+    before = {e.oid for e in file_tree(store, "/memories/c.md")}
+    store.str_replace("/memories/c.md", "- [ ] T0200:", f"- [ ] T0200: {secret}")
+    holding = {e.oid for e in file_tree(store, "/memories/c.md") if e.name[0] == "c"} - before
+    store.str_replace("/memories/c.md", f"- [ ] T0200: {secret}", "- [x] T0200:")
+    text = ticked(store, [201, 202], CHECKLIST.replace("- [ ] T0200:", "- [x] T0200:"))
+    # The premise: the version without the text keeps the chunk that held it as a base.
+    assert holding & {e.oid for e in file_tree(store, "/memories/c.md") if e.name[0] == "d"}
+    store.redact(secret)
+    assert not holding & store.repo.reachable()
+    store.gc(grace=0)
+    assert not any(store.repo.has(oid) for oid in holding)
+    fresh = MemoryStore.open(repo_path, key)
+    assert fresh.read_text("/memories/c.md") == text
+    for op in fresh.log():
+        if fresh.snapshot(op.commit).lookup(parse("/memories/c.md")) is not None:
+            assert secret not in fresh.read_text("/memories/c.md", op.commit)
+    assert fresh.verify().ok
