@@ -77,19 +77,21 @@ _PARALLEL_BYTES = 256 << 10
 # Files smaller than this (most memory files: a few chunks) are stored whole, never as deltas:
 # an edit of one saves a few KiB at most, and each delta chunk costs a read of its bases.
 DELTA_MIN_FILE = 8192
-# The longest chain of deltas a writer makes (a delta of a delta ...): the next change of that
-# chunk stores it whole. A read of a chunk then inflates at most this many more objects.
-DELTA_CHAIN = 16
-# The most bases one delta chunk names (the old chunks its bytes overlapped), and the most it
-# may need in all, its bases' bases included.
+# The longest chain of deltas a writer makes (a delta of a delta ...), and the most bases a
+# delta may need in all, its bases' bases included: a read of a chunk inflates at most so many
+# more objects. A longer one is made a delta of the whole chunks its chain started from, or is
+# stored whole.
+DELTA_CHAIN = 8
+_MAX_CLOSURE = 16
+# The most bases one delta chunk names (the old chunks its bytes were made from).
 _MAX_BASES = 4
-_MAX_CLOSURE = 64
 # A chunk is stored as a delta only when that is at most this share of it stored whole: a
 # delta costs a read of its bases, and one that saves little is not worth it.
 _DELTA_SHARE = 0.75
 # What each chunk read or written needs (its bases, chain depth), by chunk id: what a later
 # edit needs to store deltas of it.
 _LINK_CACHE_ENTRIES = 1 << 16
+_ROOT_CACHE_BYTES = 8 << 20
 # Names that a listing (as Claude sees it) leaves out, besides dot-files.
 EXCLUDED_NAMES = frozenset({"node_modules"})
 
@@ -353,6 +355,9 @@ class TreeCodec:
         # writer clears it before each edit; see MemoryStore.write).
         self.wrote_split = False
         self._links: BoundedCache[str, _Link] = BoundedCache(_LINK_CACHE_ENTRIES)
+        # The bytes of whole chunks of files with deltas, by id: a chain grown too long is
+        # re-rooted on them (see _write_chunk).
+        self._roots: BoundedCache[str, bytes] = BoundedCache(_ROOT_CACHE_BYTES)
 
     def forget(self) -> None:
         """Drop everything cached (listings, sizes, remembered files): the next reads are cold."""
@@ -362,6 +367,7 @@ class TreeCodec:
         self._buckets.clear()
         self._sizes.clear()
         self._links.clear()
+        self._roots.clear()
         self._stamped = None
         self.chunker.forget()
 
@@ -900,7 +906,8 @@ class TreeCodec:
             ):
                 oids.append(known)
             else:
-                known, link = self._write_chunk(chunk, old.bases(start, end) if old else [])
+                bases = old.bases(start, end) if old else []
+                known, link = self._write_chunk(chunk, bases, len(data))
                 oids.append(known)
             links.append(link)
             start = end
@@ -930,9 +937,10 @@ class TreeCodec:
         sealed = self.keys.seal_blob(encode_header(size, chunks), ROLE_HEADER)
         return self.repo.write_blob(sealed)
 
-    def _write_chunk(self, chunk: bytes, bases: list[_Base]) -> tuple[str, _Link]:
-        """Seal and store ``chunk``, as a delta of ``bases`` when that is much smaller than
-        the chunk stored whole and its chain stays short; its id and what it needs."""
+    def _write_chunk(self, chunk: bytes, bases: list[_Base], size: int) -> tuple[str, _Link]:
+        """Seal and store ``chunk`` of a file of ``size`` bytes, as a delta of ``bases`` (or
+        of their chains' roots, when the chain would grow too long) when that is much smaller
+        than the chunk stored whole; its id and what it needs."""
         packed = zlib.compress(chunk, 6)
         body = (
             bytes([COMPRESS_ZLIB]) + packed
@@ -941,22 +949,44 @@ class TreeCodec:
         )
         link = _WHOLE
         if bases:
-            depth = 1 + max(base.link.depth for base in bases)
-            closure = frozenset(base.oid for base in bases).union(
-                *(base.link.closure for base in bases)
-            )
-            if depth <= DELTA_CHAIN and len(closure) <= _MAX_CLOSURE:
-                compressor = zlib.compressobj(9, zdict=b"".join(base.data for base in bases))
+            found = _link_of(tuple(b.oid for b in bases), [b.link for b in bases])
+            if found.depth > DELTA_CHAIN or len(found.closure) > _MAX_CLOSURE:
+                # A chain too long: a delta of the whole chunks it started from instead, which
+                # is small while the chunk has not drifted far from them.
+                bases = self._chain_roots(bases, size)
+                found = _link_of(tuple(b.oid for b in bases), [_WHOLE] * len(bases))
+            if bases:
+                compressor = zlib.compressobj(9, zdict=b"".join(b.data for b in bases))
                 delta = compressor.compress(chunk) + compressor.flush()
                 head = bytes([COMPRESS_DELTA, len(bases)]) + b"".join(
-                    bytes.fromhex(base.oid) for base in bases
+                    bytes.fromhex(b.oid) for b in bases
                 )
                 if len(head) + len(delta) <= _DELTA_SHARE * len(body):
-                    body = head + delta
-                    link = _Link(tuple(base.oid for base in bases), depth, closure)
+                    body, link = head + delta, found
         oid = self.repo.write_blob(self.keys.seal_blob(body, ROLE_CHUNK))
         self._links.put(oid, link)
+        if not link.bases and size >= DELTA_MIN_FILE:
+            self._roots.put(oid, chunk, len(chunk) + 1)
         return oid, link
+
+    def _chain_roots(self, bases: list[_Base], size: int) -> list[_Base]:
+        """The whole chunks the chains of ``bases`` start from, with their bytes; none when
+        there are too many, one is longer than ``size`` or its bytes are not known."""
+        ids = list(
+            dict.fromkeys(
+                root for b in bases for root in (sorted(b.link.roots) if b.link.bases else [b.oid])
+            )
+        )
+        if len(ids) > _MAX_BASES:
+            return []
+        known = {b.oid: b.data for b in bases if not b.link.bases}
+        roots = []
+        for root in ids:
+            data = known.get(root) or self._roots.get(root)
+            if data is None or len(data) > size:
+                return []
+            roots.append(_Base(root, data, _WHOLE))
+        return roots
 
     def _file_entries(self, oid: str) -> tuple[int, list[TreeEntry], list[TreeEntry]]:
         """The size, chunk entries and base entries of file tree ``oid``, checked."""
@@ -1044,6 +1074,9 @@ class TreeCodec:
             raise IntegrityError(f"file tree {oid} does not have the size its header states")
         for base, link in links.items():
             self._links.put(base, link)
+            if not link.bases and base_entries:
+                # A whole chunk of a file with deltas may start a chain a later edit re-roots.
+                self._roots.put(base, plains[base], len(plains[base]) + 1)
         cuts = list(accumulate(map(len, parts)))
         self._keep_file(oid, data, cuts, [e.oid for e in chunks], [links[e.oid] for e in chunks])
         return data
@@ -1068,14 +1101,28 @@ _DELTA_METHOD = bytes([COMPRESS_DELTA])
 
 class _Link(NamedTuple):
     """What a stored chunk needs besides itself: the bases it names (none when it is stored
-    whole), its delta chain's depth, and every base it needs, its bases' bases included."""
+    whole), its delta chain's depth, every base it needs (its bases' bases included), and the
+    whole chunks among them."""
 
     bases: tuple[str, ...]
     depth: int
     closure: frozenset[str]
+    roots: frozenset[str]
 
 
-_WHOLE = _Link((), 0, frozenset())
+_WHOLE = _Link((), 0, frozenset(), frozenset())
+
+
+def _link_of(named: tuple[str, ...], links: list[_Link]) -> _Link:
+    """What a delta of the bases ``named`` (whose own links are ``links``) needs."""
+    return _Link(
+        named,
+        1 + max(link.depth for link in links),
+        frozenset(named).union(*(link.closure for link in links)),
+        frozenset().union(
+            *(link.roots if link.bases else {base} for base, link in zip(named, links, strict=True))
+        ),
+    )
 
 
 class _Base(NamedTuple):
@@ -1172,12 +1219,7 @@ class _Deltas:
             raise IntegrityError(f"chunk {oid} does not decompress") from None
         if not inflater.eof or inflater.unused_data or len(plain) > self.size:
             raise IntegrityError(f"chunk {oid} does not decompress")
-        links = [self.links[b] for b in named]
-        self.links[oid] = _Link(
-            named,
-            1 + max(link.depth for link in links),
-            frozenset(named).union(*(link.closure for link in links)),
-        )
+        self.links[oid] = _link_of(named, [self.links[b] for b in named])
         self.plains[oid] = plain
         return plain
 

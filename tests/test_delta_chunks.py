@@ -240,3 +240,27 @@ def test_a_redaction_rewrites_versions_whose_bases_hold_the_text(repo_path: Path
         if fresh.snapshot(op.commit).lookup(parse("/memories/c.md")) is not None:
             assert secret not in fresh.read_text("/memories/c.md", op.commit)
     assert fresh.verify().ok
+
+
+def test_a_chain_at_its_limit_is_rerooted_not_stored_whole(repo_path: Path, key: str) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.create("/memories/c.md", CHECKLIST)
+    first = {e.oid for e in file_tree(store, "/memories/c.md") if e.name[0] == "c"}
+    written: set[str] = set()
+    text = CHECKLIST
+    for i in [300, 301, 302] * (DELTA_CHAIN + 2):
+        text = ticked(store, [i], text)
+        written |= {e.oid for e in file_tree(store, "/memories/c.md") if e.name[0] == "c"}
+    whole = {o for o in written - first if body(store, o)[0] != fmt.COMPRESS_DELTA}
+    # Every version of the edited chunk is a delta: past the limit, of the chunk its chain
+    # started from.
+    assert not whole
+    depths = [depth(store, o) for o in written - first]
+    assert max(depths) == DELTA_CHAIN and depths.count(1) > 1
+    cold = MemoryStore.open(repo_path, key)
+    assert cold.read_text("/memories/c.md") == text
+    # A process that only read the file re-roots too.
+    for i in [300, 301, 302] * (DELTA_CHAIN + 1):
+        text = ticked(cold, [i], text)
+        written |= {e.oid for e in file_tree(cold, "/memories/c.md") if e.name[0] == "c"}
+    assert not {o for o in written - first if body(cold, o)[0] != fmt.COMPRESS_DELTA}
