@@ -954,7 +954,8 @@ class TreeCodec:
                 # A chain too long: a delta of the whole chunks it started from instead, which
                 # is small while the chunk has not drifted far from them.
                 bases = self._chain_roots(bases, size)
-                found = _link_of(tuple(b.oid for b in bases), [_WHOLE] * len(bases))
+                if bases:
+                    found = _link_of(tuple(b.oid for b in bases), [_WHOLE] * len(bases))
             if bases:
                 compressor = zlib.compressobj(9, zdict=b"".join(b.data for b in bases))
                 delta = compressor.compress(chunk) + compressor.flush()

@@ -264,3 +264,17 @@ def test_a_chain_at_its_limit_is_rerooted_not_stored_whole(repo_path: Path, key:
         text = ticked(cold, [i], text)
         written |= {e.oid for e in file_tree(cold, "/memories/c.md") if e.name[0] == "c"}
     assert not {o for o in written - first if body(cold, o)[0] != fmt.COMPRESS_DELTA}
+
+
+def test_a_chain_at_its_limit_whose_roots_are_not_known_is_stored_whole(
+    repo_path: Path, key: str
+) -> None:
+    store = MemoryStore.open(repo_path, key, create=True)
+    store.create("/memories/c.md", CHECKLIST)
+    text = ticked(store, [300, 301, 302] * 3)
+    store.codec._roots.clear()  # as if the whole chunks had been pushed out of the cache
+    text = ticked(store, [300, 301, 302] * 3, text)
+    entries = file_tree(store, "/memories/c.md")
+    assert max(depth(store, e.oid) for e in entries if e.name[0] == "c") < DELTA_CHAIN
+    store.codec.forget()
+    assert store.read_text("/memories/c.md") == text
