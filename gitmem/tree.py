@@ -957,7 +957,9 @@ class TreeCodec:
                 if bases:
                     found = _link_of(tuple(b.oid for b in bases), [_WHOLE] * len(bases))
             if bases:
-                compressor = zlib.compressobj(9, zdict=b"".join(b.data for b in bases))
+                compressor = zlib.compressobj(
+                    9, zlib.DEFLATED, -15, zdict=b"".join(b.data for b in bases)
+                )
                 delta = compressor.compress(chunk) + compressor.flush()
                 head = bytes([COMPRESS_DELTA, len(bases)]) + b"".join(
                     bytes.fromhex(b.oid) for b in bases
@@ -1214,7 +1216,7 @@ class _Deltas:
             )
         zdict = b"".join(self.resolve(b, depth + 1) for b in named)
         try:
-            inflater = zlib.decompressobj(zdict=zdict)
+            inflater = zlib.decompressobj(-15, zdict=zdict)
             plain = inflater.decompress(memoryview(body)[2 + 20 * count :], self.size + 1)
         except zlib.error:
             raise IntegrityError(f"chunk {oid} does not decompress") from None
