@@ -170,7 +170,7 @@ def rewrite_commits(
             store_bytes=None if size is None else size + delta,
         )
         ad = fmt.record_ad(store.keys.store_id, tree, parents)
-        sealed = store.keys.seal_record_derived(record.to_bytes(), ad)
+        sealed = store.keys.seal_record_derived(fmt.seal_plaintext(record), ad)
         commit = store.repo.write_commit(
             tree, list(parents), fmt.encode_message(sealed), time=record.seq
         )
@@ -365,11 +365,13 @@ def _commit_redaction(
     operations: int,
 ) -> Operation:
     """Write the ``redact`` operation on ``new_head`` (the rewritten ``old_head``), its root
-    tree stamped with the store's metadata at format ``REDACT_FORMAT_VERSION``."""
+    tree stamped with the store's metadata at format ``COMPACT_FORMAT_VERSION`` (which includes
+    ``REDACT_FORMAT_VERSION``'s redactions)."""
     codec = store.codec
     meta = store.bound_meta(old_head).meta
-    if meta.format < fmt.REDACT_FORMAT_VERSION or codec.meta_blob is None:
-        upgraded = replace(meta, format=fmt.REDACT_FORMAT_VERSION)
+    if meta.format < fmt.COMPACT_FORMAT_VERSION or codec.meta_blob is None:
+        # Its records are compressed (format 6), which implies a redaction's format 5.
+        upgraded = replace(meta, format=max(meta.format, fmt.COMPACT_FORMAT_VERSION))
         codec.meta_blob = store.repo.write_blob(upgraded.to_bytes())
     tree = codec.stamp_root(new_head.tree)
     record = Record(
@@ -389,7 +391,7 @@ def _commit_redaction(
     )
     parents = (new_head.commit,)
     ad = fmt.record_ad(store.keys.store_id, tree, parents)
-    message = fmt.encode_message(store.keys.seal_record(record.to_bytes(), ad))
+    message = fmt.encode_message(store.keys.seal_record(fmt.seal_plaintext(record), ad))
     commit = store.repo.write_commit(tree, list(parents), message, time=record.seq)
     return Operation(commit, parents, tree, record, store.keys.epoch)
 

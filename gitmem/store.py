@@ -156,8 +156,8 @@ class MemoryStore:
         if found is not None and found.meta.format >= 2:
             self.codec.meta_blob = found.blob
         self._meta_blob = None if found is None else found.blob
-        # The last metadata blob found to be format 4 (see _upgrade_split).
-        self._split_meta: str | None = None
+        # By format version: the last metadata blob known to be of it or later (_upgrade_to).
+        self._upgraded: dict[int, str] = {}
         # The last (head commit, refs/gitmem/meta) checked by bound_meta, with its answer, and
         # the last metadata blob parsed.
         self._bound: tuple[tuple[str | None, str | None], FoundMeta] | None = None
@@ -477,7 +477,7 @@ class MemoryStore:
                 ad = fmt.record_ad(self.keys.store_id, info.tree, info.parents)
                 sealed = fmt.decode_message(info.message)
                 plain, epoch = self.keys.open_record_epoch(sealed, ad)
-                return Operation(oid, info.parents, info.tree, Record.from_bytes(plain), epoch)
+                return Operation(oid, info.parents, info.tree, fmt.open_plaintext(plain), epoch)
             except IntegrityError:
                 # A commit of a key epoch newer than this store knows: another process rotated
                 # the keys since it opened. Its slot opens the new epoch without a passphrase.
@@ -836,15 +836,14 @@ class MemoryStore:
                 editor = LimitedEditor(
                     self.codec, None if head is None else head.tree, self.limits, self.sizer
                 )
-                self.codec.wrote_split = False
                 outcome = edit(head, editor)
                 if isinstance(outcome, NoChange):
                     return None, outcome.result
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
                     self._upgrade_format()
-                    if self.codec.wrote_split:
-                        self._upgrade_split()
+                    # Every commit's record is compressed (format 6), split or not.
+                    self._upgrade_to(fmt.COMPACT_FORMAT_VERSION)
                     op, durable = self._commit(
                         tree,
                         head,
@@ -913,7 +912,7 @@ class MemoryStore:
         )
         tree = self.codec.stamp_root(tree)
         ad = fmt.record_ad(self.keys.store_id, tree, parents)
-        message = fmt.encode_message(self.keys.seal_record(record.to_bytes(), ad))
+        message = fmt.encode_message(self.keys.seal_record(fmt.seal_plaintext(record), ad))
         commit = self.repo.write_commit(tree, list(parents), message, time=seq)
         op = Operation(commit, parents, tree, record, self.keys.epoch)
         if detached:
@@ -937,23 +936,23 @@ class MemoryStore:
             meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
             self.codec.meta_blob = self.repo.write_blob(meta.to_bytes())
 
-    def _upgrade_split(self) -> None:
-        """Under the writer lock, after :meth:`_upgrade_format`: make the store format 4 with
-        a commit whose tree holds a split directory (design.md, "Repository format version 4").
+    def _upgrade_to(self, version: int) -> None:
+        """Under the writer lock, after :meth:`_upgrade_format`: make the store at least format
+        ``version`` with the commit being written (design.md, "Changes").
 
         The metadata keeps everything else (its key slots, if any); the commit's root tree is
-        stamped with it (and ``refs/gitmem/meta`` follows), so that gitmem that reads only
-        formats 1-3 refuses the store instead of taking its buckets for forged entries.
+        stamped with it (and ``refs/gitmem/meta`` follows), so that gitmem that reads only older
+        formats refuses the store instead of misreading what this version writes: compressed
+        records and delta chunks (6), bucket trees (4).
         """
         old = self.codec.meta_blob
-        if old is None or old == self._split_meta:
-            return  # known to be format 4 already: every write in a big directory asks
+        if old is None or self._upgraded.get(version) == old:
+            return  # known to be this version already: every write asks
         meta = self._parse_meta(old)
-        if meta.format >= fmt.SPLIT_FORMAT_VERSION:
-            self._split_meta = old
-            return
-        blob = self.repo.write_blob(replace(meta, format=fmt.SPLIT_FORMAT_VERSION).to_bytes())
-        self.codec.meta_blob = self._meta_blob = self._split_meta = blob
+        if meta.format < version:
+            old = self.repo.write_blob(replace(meta, format=version).to_bytes())
+            self.codec.meta_blob = self._meta_blob = old
+        self._upgraded[version] = old
 
     def publish_meta(self, old: str | None) -> str | None:
         """Under the writer lock, after the branch moved: point ``refs/gitmem/meta`` (found at
@@ -1435,6 +1434,9 @@ class MemoryStore:
             meta = self.bound_meta(head).meta
             keyring = self.keyring_for(meta)
             new, keyring = change(meta, keyring)
+            if new.format < fmt.COMPACT_FORMAT_VERSION and head is not None:
+                # The commit below has a compressed record (format 6).
+                new = replace(new, format=fmt.COMPACT_FORMAT_VERSION)
             if rotate:
                 new, keyring = keyslots.rotate(new, keyring)
             blob = self.repo.write_blob(new.to_bytes())

@@ -351,9 +351,6 @@ class TreeCodec:
         # The metadata blob every root tree this codec writes carries (format 2); None for a
         # format 1 store until its first write upgrades it.
         self.meta_blob: str | None = None
-        # Set when write_dir writes a split directory: the store's format must then be 4 (the
-        # writer clears it before each edit; see MemoryStore.write).
-        self.wrote_split = False
         self._links: BoundedCache[str, _Link] = BoundedCache(_LINK_CACHE_ENTRIES)
         # The bytes of whole chunks of files with deltas, by id: a chain grown too long is
         # re-rooted on them (see _write_chunk).
@@ -459,7 +456,6 @@ class TreeCodec:
             return None
         if path.is_root and self.meta_blob is not None:
             self._stamped = (result, self.meta_blob)
-        self.wrote_split = True
         return result
 
     def _replaced(
@@ -822,8 +818,6 @@ class TreeCodec:
             self._dirs.discard((loaded.shape.oid, path))
         # A repointed shape is written already.
         oid = shape.oid or buckets.store(shape, self.repo.write_raw_tree, stamp)
-        if shape.buckets is not None:
-            self.wrote_split = True
         if meta is not None:
             self._stamped = (oid, meta)
         # The next write starts from this tree: remember what it holds, so that it is not read
