@@ -169,17 +169,19 @@ class Record:
 # format 6 is its JSON, which begins with "{".
 RECORD_DEFLATED = 0x01
 # The preset dictionary of compressed records (docs/design.md, "Records"): what records hold
-# besides their values, the most frequent last (DEFLATE reaches nearer strings in fewer bits).
+# besides their values, the most frequent last (DEFLATE reaches nearer strings in fewer bits),
+# each line ending in a newline.
 # Part of the format: changing it makes every compressed record unreadable.
 RECORD_DICTIONARY = (
-    b'"detail":{"base":"","conflicts":[],"merged":"","from":"","from_seq":'
-    b'"rewrote":"","rewrote_seq":,"operations":,"versions":'
-    b'"redacted":[{"kind":"","line":}]'
-    b'"command":"merge""command":"redact""command":"restore""command":"delete"'
-    b'"command":"rename""command":"insert""command":"create"'
-    b"/memories/notes/.md/memories/features.md/memories/progress.md"
-    b'{"bytes":,"command":"str_replace","detail":{},"gitmem":"0.1.0","paths":["/memories/'
-    b'"],"seq":,"session":"2026T"time_ns":17,"v":1}'
+    b'"detail":{"base":"","conflicts":[],"merged":""}\n'
+    b'"detail":{"from":"","from_seq":}\n'
+    b'"detail":{"operations":,"rewrote":"","rewrote_seq":,"versions":}\n'
+    b'"detail":{"redacted":[{"kind":"","line":}]}\n'
+    b'"command":"merge","command":"redact","command":"restore","command":"keys",\n'
+    b'"command":"delete","command":"rename","command":"insert","command":"create",\n'
+    b'"/memories/notes/","/memories/features.md","/memories/progress.md",\n'
+    b'{"bytes":,"command":"str_replace","detail":{},"gitmem":"0.1.0","paths":["/memories/\n'
+    b'"],"seq":,"session":"2026","time_ns":17,"v":1}\n'
 )
 
 

@@ -50,6 +50,21 @@ DIR_MODE = 0o040000
 BLOB_MODE = 0o100644
 IDENTITY = b"gitmem <gitmem@invalid>"
 SESSION = "design-vectors"
+# Format 6: the preset dictionary of compressed records, each line followed by a newline.
+RECORD_DICTIONARY = "".join(
+    line + "\n"
+    for line in (
+        '"detail":{"base":"","conflicts":[],"merged":""}',
+        '"detail":{"from":"","from_seq":}',
+        '"detail":{"operations":,"rewrote":"","rewrote_seq":,"versions":}',
+        '"detail":{"redacted":[{"kind":"","line":}]}',
+        '"command":"merge","command":"redact","command":"restore","command":"keys",',
+        '"command":"delete","command":"rename","command":"insert","command":"create",',
+        '"/memories/notes/","/memories/features.md","/memories/progress.md",',
+        '{"bytes":,"command":"str_replace","detail":{},"gitmem":"0.1.0","paths":["/memories/',
+        '"],"seq":,"session":"2026","time_ns":17,"v":1}',
+    )
+).encode("ascii")
 
 # -- primitives, from their RFCs ----------------------------------------------------------------
 
@@ -163,8 +178,9 @@ class Reader:
             meta["store_id"],
             meta["key_check"],
         )
-        # Format 4 (split directories) without key slots reads as format 2 does.
-        assert meta["gitmem"] == "store" and meta["format"] in (2, 4) and "slots" not in meta
+        # Formats 4 (split directories) and 6 (compact history) without key slots read as
+        # format 2 does, but for what they add.
+        assert meta["gitmem"] == "store" and meta["format"] in (2, 4, 6) and "slots" not in meta
         store_id = bytes.fromhex(meta["store_id"])
         master = decode_key_text(key_text)
         keys = {
@@ -206,6 +222,17 @@ class Reader:
         assert sealed[:1] == ENVELOPE_V1
         nonce, body = sealed[1:13], sealed[13:]
         return AESGCM(self.keys["records"]).decrypt(nonce, body, self.record_ad(commit))
+
+    def record_json(self, commit: pygit2.Commit) -> bytes:
+        """The record's JSON: the sealed plaintext itself, or (format 6) inflated from it."""
+        plain = self.open_record(commit)
+        if plain[:1] == b"{":
+            return plain
+        assert plain[:1] == b"\x01"
+        inflater = zlib.decompressobj(-15, zdict=RECORD_DICTIONARY)
+        data = inflater.decompress(plain[1:])
+        assert inflater.eof and not inflater.unused_data
+        return data
 
     def head(self) -> pygit2.Commit:
         return commit_of(self.repo, self.repo.references[BRANCH].target)
@@ -263,10 +290,29 @@ class Reader:
         entries = {str(e.name): e for e in tree_of(self.repo, tree_id)}
         assert all(e.filemode == BLOB_MODE for e in entries.values())
         header = json.loads(self.open_blob(entries.pop("h").id, b"header"))
-        assert sorted(entries) == [f"c{i:08x}" for i in range(header["chunks"])]
-        data = b"".join(
-            unpack_chunk(self.open_blob(entries[name].id, b"chunk")) for name in sorted(entries)
-        )
+        # Format 6: base entries, each named "d" and its own blob id.
+        bases = {str(e.id): e.id for name, e in entries.items() if name.startswith("d")}
+        assert all(f"d{oid}" in entries for oid in bases)
+        chunks = sorted(name for name in entries if not name.startswith("d"))
+        assert chunks == [f"c{i:08x}" for i in range(header["chunks"])]
+        plains: dict[str, bytes] = {}
+
+        def unpack(oid: pygit2.Oid, depth: int) -> bytes:
+            assert depth <= 64
+            if str(oid) not in plains:
+                body = self.open_blob(oid, b"chunk")
+                if body[:1] == b"\x02":
+                    count = body[1]
+                    named = [body[2 + 20 * i : 22 + 20 * i].hex() for i in range(count)]
+                    zdict = b"".join(unpack(bases[b], depth + 1) for b in named)
+                    inflater = zlib.decompressobj(-15, zdict=zdict)
+                    plains[str(oid)] = inflater.decompress(body[2 + 20 * count :])
+                    assert inflater.eof and not inflater.unused_data
+                else:
+                    plains[str(oid)] = unpack_chunk(body)
+            return plains[str(oid)]
+
+        data = b"".join(unpack(entries[name].id, 0) for name in chunks)
         assert len(data) == header["size"]
         return data
 
@@ -369,7 +415,7 @@ def test_refs_and_metadata_blob(made: Made) -> None:
     ).digest()
     expected = (
         "{\n"
-        ' "format": 2,\n'
+        ' "format": 6,\n'  # written by this version: compressed records (format 6)
         ' "gitmem": "store",\n'
         f' "key_check": "{base64.b64encode(check).decode()}",\n'
         f' "store_id": "{reader.store_id.hex()}"\n'
@@ -397,8 +443,10 @@ def test_head_commit_and_record(made: Made) -> None:
     assert message == head.raw_message
     sealed = base64.b64decode(message, validate=True)
     assert base64.b64encode(sealed) == message
-    plaintext = reader.open_record(head)
-    assert len(sealed) == 1 + 12 + len(plaintext) + 16
+    assert len(sealed) == 1 + 12 + len(reader.open_record(head)) + 16
+    # Format 6: the sealed plaintext is the record's JSON compressed against the dictionary.
+    assert reader.open_record(head)[:1] == b"\x01"
+    plaintext = reader.record_json(head)
     record = json.loads(plaintext)
     assert plaintext == json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
     assert made.started_ns <= record.pop("time_ns") <= time.time_ns()
@@ -475,7 +523,7 @@ def test_every_record_chains_by_sequence(made: Made) -> None:
     commit = reader.head()
     seen = []
     while True:
-        record = json.loads(reader.open_record(commit))
+        record = json.loads(reader.record_json(commit))
         seen.append((record["seq"], record["command"], record["paths"]))
         if not commit.parent_ids:
             break
@@ -569,7 +617,22 @@ def test_split_directories_read_as_the_design_says(
     assert len(root) == 41
     assert len(reader.read_dir(root["d"][1], "/memories/d", threshold=3)) == 26
     meta = json.loads(blob_of(reader.repo, reader.repo.references[META_REF].target))
-    assert meta["format"] == 4
+    assert meta["format"] == 6  # written by this version; 4 and up read split directories
+
+
+def test_delta_chunks_read_as_the_design_says(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "store.git"
+    store = gitmem.MemoryStore.open(path, key, create=True, state_dir=tmp_path / "state")
+    text = "".join(f"- [ ] item {i}: something to check and note\n" for i in range(400))
+    store.create(gitmem.parse_path("/memories/c.md"), text)
+    for i in range(0, 400, 7):
+        store.str_replace(gitmem.parse_path("/memories/c.md"), f"[ ] item {i}:", f"[x] item {i}:")
+    reader = Reader.open(path, key)
+    tree = reader.head().tree_id
+    assert reader.files(tree) == store.files()
+    (kind, file_tree) = reader.read_dir(tree, ROOT)["c.md"]
+    names = [str(e.name) for e in tree_of(reader.repo, file_tree)]
+    assert kind == "f" and any(name.startswith("d") for name in names)
 
 
 def test_high_water_mark_file(made: Made) -> None:
@@ -588,3 +651,12 @@ def test_high_water_mark_file(made: Made) -> None:
         assert (tag, version) == (b"gitmem-mark", b"2")
         seqs.append((int(seq), commit.decode()))
     assert max(seqs) == (6, made.store.head())
+
+
+def test_the_record_dictionary_is_design_mds() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "design.md").read_text("utf-8")
+    section = text[text.index("**Compressed records (format 6).**") :]
+    start = section.index("```\n") + 4
+    block = section[start : section.index("\n```", start)]
+    assert "".join(line + "\n" for line in block.split("\n")).encode() == RECORD_DICTIONARY
+    assert gitmem.format.RECORD_DICTIONARY == RECORD_DICTIONARY

@@ -768,7 +768,9 @@ def _meta_format(v: Victim) -> Expect:
     body = meta_body(v)
     body["format"] = 99
     set_meta(v, json.dumps(body).encode())
-    message = "this store has format version 99; this gitmem reads 1, 2, 3, 4, 5, 6 (upgrade gitmem)"
+    message = (
+        "this store has format version 99; this gitmem reads 1, 2, 3, 4, 5, 6 (upgrade gitmem)"
+    )
     return Expect("", [], code=8, open_error=message)
 
 
