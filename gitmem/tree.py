@@ -82,9 +82,9 @@ DELTA_MIN_FILE = 8192
 # more objects. A longer one is made a delta of the whole chunks its chain started from, or is
 # stored whole.
 DELTA_CHAIN = 8
-_MAX_CLOSURE = 16
+_MAX_CLOSURE = 32
 # The most bases one delta chunk names (the old chunks its bytes were made from).
-_MAX_BASES = 4
+_MAX_BASES = 8
 # A chunk is stored as a delta only when that is at most this share of it stored whole: a
 # delta costs a read of its bases, and one that saves little is not worth it.
 _DELTA_SHARE = 0.75
