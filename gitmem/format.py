@@ -17,7 +17,6 @@ from typing import Any
 from .crypto import KdfParams
 from .errors import FormatVersionError, IntegrityError, NoStore
 
-FORMAT_VERSION = 2
 # A store with key slots (and key epochs) is version 3; one without is version 2 (or 1 until
 # its first write).
 SLOTS_FORMAT_VERSION = 3
@@ -31,6 +30,9 @@ REDACT_FORMAT_VERSION = 5
 # Format 6, "compact history": compressed records and delta chunks (file trees with base
 # entries). gitmem that reads only 1-5 would refuse both as malformed.
 COMPACT_FORMAT_VERSION = 6
+# The version this code creates stores at, and makes a store with its first commit (from format
+# 2 on the metadata is in every root tree; a store made by gitmem 0.1 is format 1 until then).
+FORMAT_VERSION = COMPACT_FORMAT_VERSION
 # Versions this code reads; a store of a newer version is refused rather than misread.
 READABLE_VERSIONS = frozenset({1, 2, 3, 4, REDACT_FORMAT_VERSION, COMPACT_FORMAT_VERSION})
 # Records did not change with format 2 (a merge is a new command, not a new layout).
@@ -352,6 +354,9 @@ class StoreMeta:
     key_check: bytes
     slots: tuple[Slot, ...] = ()
     links: tuple[bytes, ...] = ()
+    # A redaction rewrote the history: format 5 says so by itself; from format 6, which every
+    # store written by this version has, the field "redacted": true does.
+    redacted: bool = False
 
     @property
     def has_slots(self) -> bool:
@@ -374,6 +379,8 @@ class StoreMeta:
         if self.has_slots:
             body["slots"] = [slot.to_json() for slot in self.slots]
             body["epochs"] = [_b64(link) for link in self.links]
+        if self.redacted and self.format >= COMPACT_FORMAT_VERSION:
+            body["redacted"] = True
         return json.dumps(body, sort_keys=True, indent=1).encode() + b"\n"
 
     @classmethod
@@ -387,6 +394,10 @@ class StoreMeta:
                 raise NoStore("the repository's gitmem metadata is not recognised")
             fmt = int(body["format"])
             store_id, check = bytes.fromhex(body["store_id"]), base64.b64decode(body["key_check"])
+            redacted = body.get("redacted", False)
+            if type(redacted) is not bool or (redacted and fmt < COMPACT_FORMAT_VERSION):
+                raise ValueError("redacted is true, from format 6")
+            redacted = redacted or fmt == REDACT_FORMAT_VERSION
         # RecursionError: json.loads recurses once per level of nesting ("[[[[...").
         except (ValueError, KeyError, TypeError, RecursionError, binascii.Error):
             raise IntegrityError("the store's metadata is malformed") from None
@@ -399,7 +410,7 @@ class StoreMeta:
             # Format 4 without key slots: a format 2 store that split a directory.
             if "epochs" in body:
                 raise IntegrityError("the store's key slots are malformed")
-            return cls(fmt, store_id, check)
+            return cls(fmt, store_id, check, redacted=redacted)
         try:
             raw_slots, raw_links = body["slots"], body["epochs"]
             if not isinstance(raw_slots, list) or not isinstance(raw_links, list):
@@ -412,7 +423,7 @@ class StoreMeta:
         slots = tuple(Slot.from_json(slot) for slot in raw_slots)
         if len({slot.slot for slot in slots}) != len(slots):
             raise IntegrityError("the store lists one key slot twice")
-        return cls(fmt, store_id, check, slots, links)
+        return cls(fmt, store_id, check, slots, links, redacted)
 
     def same_store(self, other: StoreMeta) -> bool:
         """True when ``other`` names the same store under the same key check."""

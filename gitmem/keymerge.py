@@ -63,5 +63,6 @@ def merge_meta(base: StoreMeta | None, ours: StoreMeta, theirs: StoreMeta, url: 
     return replace(
         ours,
         format=max(ours.format, theirs.format),
+        redacted=ours.redacted or theirs.redacted,
         slots=tuple(union[sid] for sid in sorted(union)),
     )

@@ -301,9 +301,7 @@ def add(
         first = make_slot(
             meta, keyring, _new_slot_id(meta), raw_key=keyring.epochs[0], label=INITIAL_KEY_LABEL
         )
-        meta = StoreMeta(
-            max(meta.format, SLOTS_FORMAT_VERSION), meta.store_id, meta.key_check, (first,), ()
-        )
+        meta = replace(meta, format=max(meta.format, SLOTS_FORMAT_VERSION), slots=(first,))
     if len(meta.slots) >= MAX_SLOTS:
         raise UsageError(f"a store has at most {MAX_SLOTS} key slots")
     slot_id = _new_slot_id(meta)
@@ -327,9 +325,7 @@ def with_passphrase(
     slot = make_slot(
         meta, keyring, _new_slot_id(meta), passphrase=passphrase, label="", params=params
     )
-    return StoreMeta(
-        max(meta.format, SLOTS_FORMAT_VERSION), meta.store_id, meta.key_check, (slot,), ()
-    )
+    return replace(meta, format=max(meta.format, SLOTS_FORMAT_VERSION), slots=(slot,), links=())
 
 
 def _find(meta: StoreMeta, slot_id: str) -> Slot:

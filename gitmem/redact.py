@@ -365,13 +365,13 @@ def _commit_redaction(
     operations: int,
 ) -> Operation:
     """Write the ``redact`` operation on ``new_head`` (the rewritten ``old_head``), its root
-    tree stamped with the store's metadata at format ``COMPACT_FORMAT_VERSION`` (which includes
-    ``REDACT_FORMAT_VERSION``'s redactions)."""
+    tree stamped with the store's metadata at format ``COMPACT_FORMAT_VERSION``, marked
+    redacted."""
     codec = store.codec
     meta = store.bound_meta(old_head).meta
-    if meta.format < fmt.COMPACT_FORMAT_VERSION or codec.meta_blob is None:
-        # Its records are compressed (format 6), which implies a redaction's format 5.
-        upgraded = replace(meta, format=max(meta.format, fmt.COMPACT_FORMAT_VERSION))
+    if meta.format < fmt.COMPACT_FORMAT_VERSION or not meta.redacted or codec.meta_blob is None:
+        # Its records are compressed (format 6), where the metadata says it was redacted.
+        upgraded = replace(meta, format=max(meta.format, fmt.COMPACT_FORMAT_VERSION), redacted=True)
         codec.meta_blob = store.repo.write_blob(upgraded.to_bytes())
     tree = codec.stamp_root(new_head.tree)
     record = Record(
@@ -425,9 +425,9 @@ def history_above(store: MemoryStore, start: Operation, seq: int) -> list[Operat
 
 
 def redacted(store: MemoryStore, head: Operation | None) -> bool:
-    """True when ``head``'s history may hold a redaction (its metadata is of the format a
-    redaction gives; checked before walking any history for one)."""
-    return head is not None and store.bound_meta(head).meta.format >= fmt.REDACT_FORMAT_VERSION
+    """True when ``head``'s history may hold a redaction (its metadata says so; checked before
+    walking any history for one)."""
+    return head is not None and store.bound_meta(head).meta.redacted
 
 
 def supersedes(store: MemoryStore, head: Operation | None, theirs: Operation) -> bool:
@@ -572,7 +572,7 @@ def _built_on_a_redaction(store: MemoryStore, op: Operation) -> bool:
     nothing of it is to be copied (two redactions that rewrote differently are refused when
     adopted)."""
     found = meta_at(store.repo, op.commit, None)
-    return found is not None and found.meta.format >= fmt.REDACT_FORMAT_VERSION
+    return found is not None and found.meta.redacted
 
 
 def rebase_incoming(

@@ -137,7 +137,7 @@ def test_the_threshold_itself(repo_path: Path, key: str, count: int) -> None:
     split = count > T
     assert all(buckets.bucket_index(n) is not None for n in top_names(store, root)[:-1]) == split
     assert fmt.META_ENTRY in top_names(store, root)  # the metadata stays at the top
-    assert meta(store)["format"] == (4 if split else 2)
+    assert meta(store)["format"] == fmt.COMPACT_FORMAT_VERSION  # every write makes it 6
     assert len(MemoryStore.open(repo_path, key).files()) == count
 
 
@@ -415,12 +415,12 @@ def test_a_format_3_store_grown_past_the_threshold_becomes_format_4(
     store = MemoryStore.open(repo_path, key, create=True)
     store.create("/memories/a.md", "a")
     store.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
-    assert meta(store)["format"] == 3
+    assert meta(store)["format"] == 6
     pre_split = store.head()
     for i in range(T + 1):
         store.create(f"/memories/n{i}.md", str(i))
     body = meta(store)
-    assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
+    assert body["format"] == 6 and len(body["slots"]) == 2  # type: ignore[arg-type]
     # The branch carries it too, and both ways in still open the store.
     root = store.snapshot().root
     assert root is not None
@@ -438,7 +438,7 @@ def test_a_format_3_store_grown_past_the_threshold_becomes_format_4(
     assert pre_split is not None
     assert set(store.files(pre_split)) == {"/memories/a.md"}
     store.restore(pre_split)
-    assert set(store.files()) == {"/memories/a.md"} and meta(store)["format"] == 4
+    assert set(store.files()) == {"/memories/a.md"} and meta(store)["format"] == 6
     for i in range(T + 1):
         store.create(f"/memories/m{i}.md", str(i))
     assert store.verify().ok
@@ -450,14 +450,14 @@ def test_a_store_without_slots_becomes_format_4_and_can_still_add_one(
     store = MemoryStore.open(repo_path, key, create=True)
     for i in range(T):
         store.create(f"/memories/n{i}.md", str(i))
-    assert meta(store)["format"] == 2  # not split: older gitmem still reads it
+    assert meta(store)["format"] == 6  # every write by this version makes it 6
     store.create("/memories/last.md", "x")
     body = meta(store)
-    assert body["format"] == 4 and "slots" not in body and "epochs" not in body
+    assert body["format"] == 6 and "slots" not in body and "epochs" not in body
     assert store.key_slots() == []
     store.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     body = meta(store)
-    assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
+    assert body["format"] == 6 and len(body["slots"]) == 2  # type: ignore[arg-type]
     assert len(MemoryStore.open(repo_path, passphrase="pw for the tests").files()) == T + 1
 
 
@@ -517,11 +517,11 @@ def test_split_directories_sync_and_merge_between_replicas(tmp_path: Path, key: 
     second.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)  # format 3 on this side
     second.sync()
     first.pull()
-    assert meta(first)["format"] == 3
+    assert meta(first)["format"] == 6
     for i in range(20):
         first.create(f"/memories/d/a{i}.md", f"a{i}\n")
         second.create(f"/memories/d/b{i}.md", f"b{i}\n")
-    assert meta(first)["format"] == 4 and meta(second)["format"] == 4
+    assert meta(first)["format"] == 6 and meta(second)["format"] == 6
     assert first.sync().action == "pushed"
     assert second.sync().action == "merged+pushed"
     assert first.sync().action == "fast-forward"
@@ -540,12 +540,12 @@ def test_a_format_3_replica_pulling_a_split_head_becomes_format_4(tmp_path: Path
     first.add_remote("origin", str(origin))
     first.push()
     second = MemoryStore.clone(str(origin), tmp_path / "b.git", key, state_dir=tmp_path / "state-b")
-    assert meta(second)["format"] == 3
+    assert meta(second)["format"] == 6
     for i in range(10):
         first.create(f"/memories/n{i}.md", "n\n")
     first.push()
     assert second.pull().action == "fast-forward"
-    assert meta(second)["format"] == 4 and len(second.files()) == 11
+    assert meta(second)["format"] == 6 and len(second.files()) == 11
     second.create("/memories/after.md", "y\n")
     assert second.verify().ok
 
@@ -564,12 +564,12 @@ def test_a_split_replica_merging_one_that_added_key_slots_keeps_both(
         first.create(f"/memories/d/a{i}.md", f"a{i}\n")
     second.add_key(passphrase="pw for the tests", label="pw", kdf=FAST)
     second.create("/memories/e/b.md", "b\n")
-    assert meta(first)["format"] == 4 and "slots" not in meta(first)
-    assert meta(second)["format"] == 3
+    assert meta(first)["format"] == 6 and "slots" not in meta(first)
+    assert meta(second)["format"] == 6
     assert first.sync().action == "pushed"
     assert second.sync().action == "merged+pushed"
     body = meta(second)
-    assert body["format"] == 4 and len(body["slots"]) == 2  # type: ignore[arg-type]
+    assert body["format"] == 6 and len(body["slots"]) == 2  # type: ignore[arg-type]
     assert first.sync().action == "fast-forward"
     assert meta(first) == body
     assert len(MemoryStore.open(tmp_path / "a.git", passphrase="pw for the tests").files()) == 12

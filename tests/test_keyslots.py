@@ -131,7 +131,7 @@ def passphrase_slot(body: dict[str, Any]) -> dict[str, Any]:
 
 def test_slot_fields(slotted: MemoryStore, repo_path: Path) -> None:
     body = meta_json(repo_path)
-    assert body["format"] == 3 and body["epochs"] == []
+    assert body["format"] == 6 and body["epochs"] == []  # slots in format 6
     slot = passphrase_slot(body)
     assert set(slot) == {"slot", "kind", "kdf", "salt", "public", "private", "keyring", "label"}
     assert slot["kdf"] == {"name": "argon2id", "memory_kib": 64, "iterations": 1, "lanes": 1}

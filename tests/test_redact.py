@@ -422,10 +422,11 @@ def test_a_redacted_store_is_of_a_format_older_gitmem_refuses(
     a.push()
     b.pull()
     for store in (a, b):
-        assert store.bound_meta(store.head_operation()).meta.format == fmt.REDACT_FORMAT_VERSION
-    older = fmt.READABLE_VERSIONS - {fmt.REDACT_FORMAT_VERSION}
+        meta = store.bound_meta(store.head_operation()).meta
+        assert meta.format == fmt.COMPACT_FORMAT_VERSION and meta.redacted
+    older = fmt.READABLE_VERSIONS - {fmt.COMPACT_FORMAT_VERSION}
     monkeypatch.setattr(fmt, "READABLE_VERSIONS", older)
-    version = f"format version {fmt.REDACT_FORMAT_VERSION}; "
+    version = f"format version {fmt.COMPACT_FORMAT_VERSION}; "
     with pytest.raises(FormatVersionError, match=version + r".*\(upgrade gitmem\)"):
         MemoryStore.open(b.path, key, state_dir=tmp_path / "sb")
 

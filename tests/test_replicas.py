@@ -73,7 +73,7 @@ def test_git_push_copy_opens_and_verifies(original: MemoryStore, key: str, tmp_p
 def test_every_root_tree_carries_the_metadata(original: MemoryStore) -> None:
     meta_blob = original.repo.ref(META_REF)
     assert meta_blob is not None
-    assert StoreMeta.from_bytes(original.repo.read_blob(meta_blob)).format == 2
+    assert StoreMeta.from_bytes(original.repo.read_blob(meta_blob)).format == 6
     for op in original.log():
         entries = {e.name: e.oid for e in original.repo.read_tree(op.tree)}
         assert entries[META_ENTRY] == meta_blob
@@ -159,7 +159,7 @@ def test_format1_store_opens_and_upgrades_on_first_write(
     write(reopened, "new.md", "from 0.2\n")
     meta_blob = reopened.repo.ref(META_REF)
     assert meta_blob is not None
-    assert StoreMeta.from_bytes(reopened.repo.read_blob(meta_blob)).format == 2
+    assert StoreMeta.from_bytes(reopened.repo.read_blob(meta_blob)).format == 6
     head_tree = reopened.repo.read_tree(reopened.head_operation().tree)  # type: ignore[union-attr]
     assert {e.name: e.oid for e in head_tree}[META_ENTRY] == meta_blob
     assert reopened.verify().ok
