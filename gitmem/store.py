@@ -156,8 +156,8 @@ class MemoryStore:
         if found is not None and found.meta.format >= 2:
             self.codec.meta_blob = found.blob
         self._meta_blob = None if found is None else found.blob
-        # By format version: the last metadata blob known to be of it or later (_upgrade_to).
-        self._upgraded: dict[int, str] = {}
+        # The last metadata blob known to be of this version's format (see _upgrade_format).
+        self._current_meta: str | None = None
         # The last (head commit, refs/gitmem/meta) checked by bound_meta, with its answer, and
         # the last metadata blob parsed.
         self._bound: tuple[tuple[str | None, str | None], FoundMeta] | None = None
@@ -842,8 +842,6 @@ class MemoryStore:
                 tree = editor.write() if outcome.tree is None else outcome.tree
                 try:
                     self._upgrade_format()
-                    # Every commit's record is compressed (format 6), split or not.
-                    self._upgrade_to(fmt.COMPACT_FORMAT_VERSION)
                     op, durable = self._commit(
                         tree,
                         head,
@@ -926,33 +924,27 @@ class MemoryStore:
         return op, durable
 
     def _upgrade_format(self) -> None:
-        """Under the writer lock: make a format 1 store format 2 with its next commit.
+        """Under the writer lock: make the store this version's format (6) with the commit
+        being written (design.md, "Changes"): its record is compressed.
 
-        The commit's root tree carries the format 2 metadata blob (same store id and key
-        check), and every root tree from then on, so that copies of the branch made by plain
-        git are complete stores; :meth:`publish_meta` then points the ref at it.
-        """
-        if self.codec.meta_blob is None:
-            meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
-            self.codec.meta_blob = self.repo.write_blob(meta.to_bytes())
-
-    def _upgrade_to(self, version: int) -> None:
-        """Under the writer lock, after :meth:`_upgrade_format`: make the store at least format
-        ``version`` with the commit being written (design.md, "Changes").
-
-        The metadata keeps everything else (its key slots, if any); the commit's root tree is
-        stamped with it (and ``refs/gitmem/meta`` follows), so that gitmem that reads only older
-        formats refuses the store instead of misreading what this version writes: compressed
-        records and delta chunks (6), bucket trees (4).
+        The commit's root tree carries the metadata blob (a format 1 store gets one, with the
+        same store id and key check; an older format keeps everything else, its key slots
+        included), and every root tree from then on, so that copies of the branch made by
+        plain git are complete stores and gitmem that reads only older formats refuses the
+        store instead of misreading it; :meth:`publish_meta` then points the ref at it.
         """
         old = self.codec.meta_blob
-        if old is None or self._upgraded.get(version) == old:
-            return  # known to be this version already: every write asks
+        if old is None:
+            meta = StoreMeta(fmt.FORMAT_VERSION, self.keys.store_id, self.keys.check_value())
+            self.codec.meta_blob = self._current_meta = self.repo.write_blob(meta.to_bytes())
+            return
+        if old == self._current_meta:
+            return  # known to be this format already: every write asks
         meta = self._parse_meta(old)
-        if meta.format < version:
-            old = self.repo.write_blob(replace(meta, format=version).to_bytes())
+        if meta.format < fmt.FORMAT_VERSION:
+            old = self.repo.write_blob(replace(meta, format=fmt.FORMAT_VERSION).to_bytes())
             self.codec.meta_blob = self._meta_blob = old
-        self._upgraded[version] = old
+        self._current_meta = old
 
     def publish_meta(self, old: str | None) -> str | None:
         """Under the writer lock, after the branch moved: point ``refs/gitmem/meta`` (found at

@@ -1069,11 +1069,10 @@ class TreeCodec:
         data = b"".join(parts)
         if len(data) != size:
             raise IntegrityError(f"file tree {oid} does not have the size its header states")
-        for base, link in links.items():
-            self._links.put(base, link)
-            if not link.bases and base_entries:
-                # A whole chunk of a file with deltas may start a chain a later edit re-roots.
-                self._roots.put(base, plains[base], len(plains[base]) + 1)
+        if base_entries:
+            # A whole chunk of a file with deltas may start a chain a later edit re-roots.
+            for whole_oid, _ in whole:
+                self._roots.put(whole_oid, plains[whole_oid], len(plains[whole_oid]) + 1)
         cuts = list(accumulate(map(len, parts)))
         self._keep_file(oid, data, cuts, [e.oid for e in chunks], [links[e.oid] for e in chunks])
         return data

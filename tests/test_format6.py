@@ -43,7 +43,6 @@ def test_a_format_5_store_becomes_6_on_its_first_write_and_its_history_still_rea
         # As gitmem before format 6 wrote: format 2 metadata, JSON records, whole chunks.
         old.setattr(fmt, "FORMAT_VERSION", 2)
         old.setattr(fmt, "seal_plaintext", lambda record: record.to_bytes())
-        old.setattr(MemoryStore, "_upgrade_to", lambda self, version: None)
         old.setattr("gitmem.tree.DELTA_MIN_FILE", 1 << 40)
         store = MemoryStore.open(repo_path, key, create=True)
         store.create("/memories/c.md", CHECKLIST)
